@@ -1,0 +1,99 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put } from '@nestjs/common';
+import { z } from 'zod';
+import { AdminService, PrismaService } from '@app/common';
+import { AdminOnly } from '../auth/access.decorator';
+import { parseInput } from '../common/validation';
+
+const createOrgBody = z.strictObject({ name: z.string() });
+const createKeyBody = z.strictObject({ label: z.string().optional(), expires_in: z.string().optional() });
+const addModelBody = z.strictObject({
+  id: z.string(),
+  max_output_tokens: z.number().int().optional(),
+  owned_by: z.string().optional(),
+});
+const createDeviceBody = z.strictObject({ name: z.string(), org: z.string().optional() });
+
+const list = <T>(data: T[]) => ({ object: 'list' as const, data });
+
+/**
+ * The admin HTTP API: the same operations as the CLI, through the same {@link AdminService}.
+ * Organizations are addressed by name; a model id's `/` is sent as %2F.
+ */
+@Controller('admin')
+@AdminOnly()
+export class AdminController {
+  private readonly admin: AdminService;
+
+  constructor(prisma: PrismaService) {
+    this.admin = new AdminService(prisma.client);
+  }
+
+  @Get('orgs')
+  async listOrgs() {
+    return list(await this.admin.listOrgs());
+  }
+
+  @Post('orgs')
+  createOrg(@Body() body: unknown) {
+    return this.admin.createOrg(parseInput(createOrgBody, body ?? {}).name);
+  }
+
+  @Get('orgs/:org/keys')
+  async listKeys(@Param('org') org: string) {
+    return list(await this.admin.listKeys(org));
+  }
+
+  @Post('orgs/:org/keys')
+  createKey(@Param('org') org: string, @Body() body: unknown) {
+    const input = parseInput(createKeyBody, body ?? {});
+    return this.admin.createKey({ org, label: input.label, expiresIn: input.expires_in });
+  }
+
+  @Delete('keys/:id')
+  revokeKey(@Param('id') id: string) {
+    return this.admin.revokeKey(id);
+  }
+
+  @Get('models')
+  async listModels() {
+    return list(await this.admin.listModels());
+  }
+
+  @Post('models')
+  addModel(@Body() body: unknown) {
+    const input = parseInput(addModelBody, body ?? {});
+    return this.admin.addModel({ id: input.id, maxOutputTokens: input.max_output_tokens, ownedBy: input.owned_by });
+  }
+
+  @Put('orgs/:org/models/:model')
+  @HttpCode(200)
+  enableModel(@Param('org') org: string, @Param('model') model: string) {
+    return this.admin.enableModel(model, org);
+  }
+
+  @Delete('orgs/:org/models/:model')
+  disableModel(@Param('org') org: string, @Param('model') model: string) {
+    return this.admin.disableModel(model, org);
+  }
+
+  @Get('devices')
+  async listDevices() {
+    return list(await this.admin.listDevices());
+  }
+
+  @Post('devices')
+  createDevice(@Body() body: unknown) {
+    const input = parseInput(createDeviceBody, body ?? {});
+    return this.admin.createDevice(input.name, input.org);
+  }
+
+  @Delete('devices/:id')
+  revokeDevice(@Param('id') id: string) {
+    return this.admin.revokeDevice(id);
+  }
+
+  @Get('tasks/:address')
+  showTask(@Param('address') address: string) {
+    return this.admin.showTask(address);
+  }
+}

@@ -1,0 +1,34 @@
+import { Module } from '@nestjs/common';
+import type { DynamicModule } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { PassportModule } from '@nestjs/passport';
+import { ConfigModule, LOGGER, PrismaModule } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
+import { AdminController } from './admin/admin.controller';
+import { ApiKeyService } from './auth/api-key.service';
+import { AuthGuard } from './auth/auth.guard';
+import { BearerStrategy } from './auth/bearer.strategy';
+import { AllExceptionsFilter } from './common/all-exceptions.filter';
+import { HealthController } from './health/health.controller';
+import { ModelsController } from './models/models.controller';
+import { ModelsService } from './models/models.service';
+import { RedisModule } from './redis/redis.module';
+
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig, logger: Logger): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [ConfigModule.forRoot(config), PrismaModule, RedisModule, PassportModule],
+      controllers: [HealthController, ModelsController, AdminController],
+      providers: [
+        { provide: LOGGER, useValue: logger },
+        ApiKeyService,
+        BearerStrategy,
+        ModelsService,
+        { provide: APP_GUARD, useClass: AuthGuard },
+        { provide: APP_FILTER, useClass: AllExceptionsFilter },
+      ],
+    };
+  }
+}

@@ -1,0 +1,42 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
+import { AppModule } from './app.module';
+import { sendError } from './common/all-exceptions.filter';
+
+/** Request bodies above this are refused with 413 before they are parsed. */
+const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+async function bootstrap(): Promise<void> {
+  const config = loadConfigOrExit();
+  const logger = createLogger('api', config.LOG_LEVEL);
+  const adapter = new FastifyAdapter({
+    bodyLimit: BODY_LIMIT_BYTES,
+    // A caller's request id is kept when it is sane, so that it can follow a request through logs.
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+  });
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, logger), adapter, {
+    logger: new PinoNestLogger(logger),
+  });
+  const fastify = app.getHttpAdapter().getInstance();
+  fastify.addHook('onRequest', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+  // Errors raised by Fastify itself (unparseable JSON, body too large) get the same shapes as ours.
+  fastify.setErrorHandler((error, request, reply) => sendError(reply, request, error, logger));
+  app.enableShutdownHooks();
+  await app.listen(config.API_PORT, config.HOST);
+  logger.info({ port: config.API_PORT }, 'api listening');
+}
+
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(`api failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,21 @@
+import { Global, Inject, Module } from '@nestjs/common';
+import type { OnApplicationShutdown } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, createRedis } from '@app/common';
+import type { AppConfig } from '@app/common';
+
+export const REDIS = Symbol('REDIS');
+
+/** The api's shared Redis connection for short commands. */
+@Global()
+@Module({
+  providers: [{ provide: REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createRedis(c.REDIS_URL) }],
+  exports: [REDIS],
+})
+export class RedisModule implements OnApplicationShutdown {
+  constructor(@Inject(REDIS) private readonly redis: Redis) {}
+
+  onApplicationShutdown(): void {
+    this.redis.disconnect();
+  }
+}

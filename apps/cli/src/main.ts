@@ -1,0 +1,148 @@
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { AdminService, AppError, createPrismaClient, loadConfigOrExit } from '@app/common';
+import type { PrismaClient } from '@app/common';
+import { renderHuman } from './output';
+
+/**
+ * `switchyard`: the operators' command line. Every command is one call of {@link AdminService},
+ * the same code the admin HTTP API runs.
+ */
+function buildProgram(run: (action: (admin: AdminService) => Promise<unknown>, note?: string) => Promise<void>) {
+  const program = new Command('switchyard')
+    .description('Operate Switchyard: organizations, API keys, models, devices and tasks')
+    .option('--json', 'print one JSON object instead of human-readable text')
+    .showHelpAfterError()
+    .exitOverride();
+
+  const positiveInt = (value: string) => {
+    if (!/^[1-9][0-9]*$/.test(value)) {
+      throw new InvalidArgumentError('must be a positive integer');
+    }
+    return Number(value);
+  };
+
+  const org = program.command('org').description('organizations (tenants)');
+  org
+    .command('create <name>')
+    .description('create an organization')
+    .action((name: string) => run((a) => a.createOrg(name)));
+  org
+    .command('list')
+    .description('list organizations')
+    .action(() => run((a) => a.listOrgs()));
+
+  const key = program.command('key').description('API keys of an organization');
+  key
+    .command('create')
+    .description('create an API key; it is printed this once and never again')
+    .requiredOption('--org <org-name>', 'organization that owns the key')
+    .option('--label <text>', 'a note to tell keys apart')
+    .option('--expires-in <duration>', 'lifetime such as 90s, 45m, 12h or 30d')
+    .action((opts: { org: string; label?: string; expiresIn?: string }) =>
+      run((a) => a.createKey(opts), 'Store this key now: it is not shown again.'),
+    );
+  key
+    .command('list')
+    .description("list an organization's keys (prefixes only)")
+    .requiredOption('--org <org-name>', 'organization')
+    .action((opts: { org: string }) => run((a) => a.listKeys(opts.org)));
+  key
+    .command('revoke <key-id>')
+    .description('revoke a key (takes effect within a second)')
+    .action((id: string) => run((a) => a.revokeKey(id)));
+
+  const model = program.command('model').description('the model catalog and its enablement per organization');
+  model
+    .command('add <model-id>')
+    .description('add a model to the catalog')
+    .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
+    .option('--owned-by <text>', 'owned_by as /v1/models shows it')
+    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
+      run((a) => a.addModel({ id, ...opts })),
+    );
+  model
+    .command('list')
+    .description('list the catalog')
+    .action(() => run((a) => a.listModels()));
+  model
+    .command('enable <model-id>')
+    .description('enable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => run((a) => a.enableModel(id, opts.org)));
+  model
+    .command('disable <model-id>')
+    .description('disable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => run((a) => a.disableModel(id, opts.org)));
+
+  const device = program.command('device').description('devices that serve models');
+  device
+    .command('create <name>')
+    .description('register a device; without --org it serves the shared network')
+    .option('--org <org-name>', 'organization whose own (direct) device this is')
+    .action((name: string, opts: { org?: string }) =>
+      run((a) => a.createDevice(name, opts.org), 'Store this token now: it is not shown again.'),
+    );
+  device
+    .command('list')
+    .description('list devices')
+    .action(() => run((a) => a.listDevices()));
+  device
+    .command('revoke <device-id>')
+    .description('revoke a device token (a connected device is disconnected)')
+    .action((id: string) => run((a) => a.revokeDevice(id)));
+
+  const task = program.command('task').description('task records');
+  task
+    .command('show <task-address>')
+    .description('show a task record')
+    .action((address: string) => run((a) => a.showTask(address)));
+
+  return program;
+}
+
+async function main(argv: string[]): Promise<number> {
+  let db: PrismaClient | undefined;
+  let json = false;
+  let code = 0;
+  const program = buildProgram(async (action, note) => {
+    json = Boolean(program.opts<{ json?: boolean }>().json);
+    const config = loadConfigOrExit();
+    db = createPrismaClient(config.DATABASE_URL);
+    const result = await action(new AdminService(db));
+    // A JSON list is wrapped so that --json always prints one object.
+    const out = Array.isArray(result) ? { object: 'list', data: result } : result;
+    process.stdout.write(json ? `${JSON.stringify(out)}\n` : renderHuman(result));
+    if (note && !json) {
+      process.stderr.write(`${note}\n`);
+    }
+  });
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; usage errors were printed by commander already.
+      code = error.exitCode;
+    } else if (error instanceof AppError) {
+      process.stderr.write(
+        json ? `${JSON.stringify(error.toOpenAI())}\n` : `error: ${error.message} (${error.code})\n`,
+      );
+      code = 1;
+    } else {
+      const message = error instanceof Error ? error.message : String(error);
+      process.stderr.write(`error: ${message}\n`);
+      code = 1;
+    }
+  } finally {
+    await db?.$disconnect();
+  }
+  return code;
+}
+
+main(process.argv).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`error: ${String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,77 @@
+import { z } from 'zod';
+
+const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
+const positiveMs = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+const url = (schemes: string[], fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .refine((value) => {
+      try {
+        return schemes.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    }, `must be a URL starting with ${schemes.map((s) => `${s}//`).join(' or ')}`);
+
+/**
+ * Every setting Switchyard reads from the environment, with its default. Parsed once at boot by
+ * {@link loadConfig}; nothing else reads process.env.
+ */
+export const configSchema = z.object({
+  DATABASE_URL: url(['postgresql:', 'postgres:'], 'postgresql://postgres@127.0.0.1:5432/switchyard'),
+  REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  API_PORT: port(8080),
+  DISPATCHER_PORT: port(8081),
+  /** Address the HTTP servers listen on. */
+  HOST: z.string().min(1).default('0.0.0.0'),
+  /** Bearer token for the admin HTTP API; when unset the admin API refuses every request. */
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Model used when a request names none; without it such a request gets 400 model_required. */
+  DEFAULT_MODEL: z.string().min(1).optional(),
+  /** How long a request may wait in its queue for a busy device before 503 queue_timeout. */
+  QUEUE_TIMEOUT_MS: positiveMs(60_000),
+  /** How long a device has to acknowledge an assignment before the job goes to another device. */
+  ASSIGN_ACK_TIMEOUT_MS: positiveMs(5_000),
+  /** A device that sends nothing (not even a heartbeat) for this long is considered gone. */
+  DEVICE_INACTIVITY_MS: positiveMs(15_000),
+  /** How many devices may try a job before it fails (a device that drops before the first token). */
+  MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type AppConfig = z.infer<typeof configSchema>;
+
+/** A configuration error: one line per invalid variable. */
+export class ConfigError extends Error {}
+
+/** Parses and validates the configuration; throws a {@link ConfigError} naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  // An empty variable counts as unset, as in most shells' `VAR= cmd`.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = configSchema.safeParse(cleaned);
+  if (parsed.success) {
+    return parsed.data;
+  }
+  const lines = parsed.error.issues.map((issue) => {
+    const name = String(issue.path[0] ?? 'environment');
+    return `invalid configuration: ${name}=${JSON.stringify(env[name] ?? '')}: ${issue.message}`;
+  });
+  throw new ConfigError(lines.join('\n'));
+}
+
+/** Loads the configuration or, for a process entry point, prints the problem and exits 1. */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+/** Nest injection token for the parsed {@link AppConfig}. */
+export const APP_CONFIG = Symbol('APP_CONFIG');

@@ -1,0 +1,81 @@
+/**
+ * Every error code Switchyard answers with, and its HTTP status. Codes are part of the public API:
+ * clients match on them, so they are never renamed.
+ */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  invalid_json: 400,
+  model_required: 400,
+  unsupported_parameter: 400,
+  unsupported_content_part: 400,
+  unsupported_by_node: 400,
+  invalid_api_key: 401,
+  invalid_admin_token: 401,
+  not_found: 404,
+  unknown_url: 404,
+  model_not_found: 404,
+  task_not_found: 404,
+  org_not_found: 404,
+  key_not_found: 404,
+  device_not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  request_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limit_exceeded: 429,
+  internal_error: 500,
+  device_error: 502,
+  device_disconnected: 502,
+  no_device_available: 503,
+  queue_timeout: 503,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** OpenAI's error `type` for a status. */
+export function errorType(status: number): string {
+  if (status === 401) {
+    return 'authentication_error';
+  }
+  if (status === 429) {
+    return 'rate_limit_error';
+  }
+  if (status >= 500) {
+    return status === 503 ? 'service_unavailable_error' : 'server_error';
+  }
+  return 'invalid_request_error';
+}
+
+/** The one error type of Switchyard: a code from {@link ERROR_STATUS}, a message for people, the param at fault. */
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly param: string | null = null,
+    /** Extra response headers, e.g. Retry-After. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+
+  /** The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`. */
+  toOpenAI(): OpenAIErrorBody {
+    return openAIError(this.status, this.message, this.code, this.param);
+  }
+}
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string };
+}
+
+export function openAIError(status: number, message: string, code: string, param: string | null = null): OpenAIErrorBody {
+  // OpenAI sends invalid_request_error for 401 bodies with code invalid_api_key.
+  const type = code === 'invalid_api_key' ? 'invalid_request_error' : errorType(status);
+  return { error: { message, type, param, code } };
+}

@@ -1,0 +1,13 @@
+export * from './config/config';
+export * from './config/config.module';
+export * from './errors/app-error';
+export * from './keys/keys';
+export * from './prisma/prisma.service';
+export * from './prisma/prisma.module';
+export * from './prisma/migrator';
+export * from './admin/admin.service';
+export * from './logging/logger';
+export * from './redis/redis';
+export * from './tasks/task-address';
+export { PrismaClient, Prisma } from './prisma/generated/client';
+export type { Task, Organization, ApiKey, Device, Model } from './prisma/generated/client';

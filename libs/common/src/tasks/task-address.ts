@@ -1,0 +1,50 @@
+import type { Task } from '../prisma/generated/client';
+
+export type TaskModeName = 'direct' | 'network';
+
+const ADDRESS = /^(direct|network):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/** `<mode>:<uuid>`, the public name of a task. */
+export function taskAddress(mode: TaskModeName, id: string): string {
+  return `${mode}:${id}`;
+}
+
+/** Splits a task address, or returns null when it is not one (the caller answers 404). */
+export function parseTaskAddress(value: string): { mode: TaskModeName; id: string } | null {
+  const match = ADDRESS.exec(value);
+  return match ? { mode: match[1] as TaskModeName, id: match[2] } : null;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+/** The public JSON of a task record, as `GET /v1/tasks/{task_address}` returns it. */
+export function taskView(task: Task) {
+  const hasUsage = task.promptTokens !== null || task.completionTokens !== null;
+  return {
+    object: 'task' as const,
+    task_address: task.address,
+    status: task.status,
+    model: task.modelId,
+    mode: task.mode,
+    api: task.api,
+    stream: task.stream,
+    device_id: task.deviceId,
+    attempts: task.attempts,
+    finish_reason: task.finishReason,
+    error_code: task.errorCode,
+    usage: hasUsage
+      ? {
+          prompt_tokens: task.promptTokens ?? 0,
+          completion_tokens: task.completionTokens ?? 0,
+          total_tokens: (task.promptTokens ?? 0) + (task.completionTokens ?? 0),
+        }
+      : null,
+    output_sha256: task.outputSha256,
+    queued_at: iso(task.queuedAt),
+    assigned_at: iso(task.assignedAt),
+    first_token_at: iso(task.firstTokenAt),
+    finished_at: iso(task.finishedAt),
+  };
+}
+
+export type TaskView = ReturnType<typeof taskView>;

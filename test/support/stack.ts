@@ -1,0 +1,196 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { AdminService, createPrismaClient } from '@app/common';
+import type { PrismaClient } from '@app/common';
+
+/** The build's root (dist/), from dist/test/support. */
+export const DIST = join(__dirname, '..', '..');
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/switchyard_test';
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/15';
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A short random suffix that keeps names of concurrent test files apart. */
+export const uniq = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** A real child process of ours, with its output kept for assertions and for failure reports. */
+export class Proc {
+  stdout = '';
+  stderr = '';
+  readonly exited: Promise<number | null>;
+
+  constructor(readonly child: ChildProcess) {
+    child.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  }
+
+  get output(): string {
+    return this.stdout + this.stderr;
+  }
+
+  async waitFor(pattern: RegExp, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.output)) {
+      if (Date.now() > deadline) {
+        throw new Error(`timed out waiting for ${String(pattern)}; output:\n${this.output}`);
+      }
+      if (this.child.exitCode !== null) {
+        throw new Error(`process exited (${this.child.exitCode}) before ${String(pattern)}; output:\n${this.output}`);
+      }
+      await sleep(25);
+    }
+  }
+
+  /** Stops the process and waits for it (SIGKILL after a grace period). */
+  async stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 5_000): Promise<number | null> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill(signal);
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+      const code = await this.exited;
+      clearTimeout(timer);
+      return code;
+    }
+    return this.child.exitCode;
+  }
+}
+
+export function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    DATABASE_URL,
+    REDIS_URL,
+    LOG_LEVEL: 'warn',
+    HOST: '127.0.0.1',
+    ...extra,
+  };
+}
+
+export function startNode(script: string, args: string[], env: NodeJS.ProcessEnv): Proc {
+  return new Proc(spawn(process.execPath, [join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+async function waitHttp(url: string, proc: Proc, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) {
+        return;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (proc.child.exitCode !== null || Date.now() > deadline) {
+      throw new Error(`${url} did not come up; output:\n${proc.output}`);
+    }
+    await sleep(50);
+  }
+}
+
+export interface Api {
+  url: string;
+  port: number;
+  proc: Proc;
+  stop(): Promise<void>;
+}
+
+/** Starts the built api as a real process on a free port. */
+export async function startApi(env: Record<string, string> = {}): Promise<Api> {
+  const port = await freePort();
+  const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: String(port), ADMIN_TOKEN, ...env }));
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/healthz`, proc);
+  return { url, port, proc, stop: async () => void (await proc.stop()) };
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built admin CLI as a real process. */
+export function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [join(DIST, 'apps/cli/src/main.js'), ...args],
+      { env: baseEnv(env) },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+let sharedDb: PrismaClient | undefined;
+/** A Prisma client on the test database, for fixtures and for asserting what the database holds. */
+export function db(): PrismaClient {
+  sharedDb ??= createPrismaClient(DATABASE_URL);
+  return sharedDb;
+}
+
+export async function closeDb(): Promise<void> {
+  await sharedDb?.$disconnect();
+  sharedDb = undefined;
+}
+
+export interface Tenant {
+  org: { id: string; name: string };
+  key: string;
+  keyId: string;
+}
+
+/** An organization with one API key and the given models (created in the catalog when missing) enabled. */
+export async function createTenant(models: string[] = []): Promise<Tenant> {
+  const admin = new AdminService(db());
+  const org = await admin.createOrg(uniq('org'));
+  const key = await admin.createKey({ org: org.name });
+  for (const model of models) {
+    await db().model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    await admin.enableModel(model, org.name);
+  }
+  return { org, key: key.key, keyId: key.id };
+}
+
+/** JSON over HTTP, returning status, headers and the parsed body. */
+export async function http(
+  method: string,
+  url: string,
+  opts: { body?: unknown; headers?: Record<string, string>; raw?: string } = {},
+): Promise<{ status: number; headers: Headers; body: any; text: string }> {
+  const headers: Record<string, string> = { ...opts.headers };
+  let body: string | undefined = opts.raw;
+  if (opts.body !== undefined) {
+    headers['content-type'] ??= 'application/json';
+    body = JSON.stringify(opts.body);
+  }
+  const res = await fetch(url, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}

@@ -10,7 +10,13 @@ import { AuthGuard } from './auth/auth.guard';
 import { BearerStrategy } from './auth/bearer.strategy';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { HealthController } from './health/health.controller';
+import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
+import { PresenceService } from './relay/presence.service';
+import { RelayService } from './relay/relay.service';
+import { TaskQueueService } from './relay/task-queue.service';
+import { TaskStreamReader } from './relay/task-stream.reader';
+import { TasksController } from './tasks/tasks.controller';
 import { ModelsService } from './models/models.service';
 import { RedisModule } from './redis/redis.module';
 
@@ -20,12 +26,16 @@ export class AppModule {
     return {
       module: AppModule,
       imports: [ConfigModule.forRoot(config), PrismaModule, RedisModule, PassportModule],
-      controllers: [HealthController, ModelsController, AdminController],
+      controllers: [HealthController, ModelsController, ChatCompletionsController, TasksController, AdminController],
       providers: [
         { provide: LOGGER, useValue: logger },
         ApiKeyService,
         BearerStrategy,
         ModelsService,
+        PresenceService,
+        TaskQueueService,
+        TaskStreamReader,
+        RelayService,
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_FILTER, useClass: AllExceptionsFilter },
       ],

@@ -11,3 +11,6 @@ export * from './redis/redis';
 export * from './tasks/task-address';
 export { PrismaClient, Prisma } from './prisma/generated/client';
 export type { Task, Organization, ApiKey, Device, Model } from './prisma/generated/client';
+export * from './protocol/chat';
+export * from './protocol/device-protocol';
+export * from './queues/queues';

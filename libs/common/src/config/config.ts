@@ -35,6 +35,8 @@ export const configSchema = z.object({
   ASSIGN_ACK_TIMEOUT_MS: positiveMs(5_000),
   /** A device that sends nothing (not even a heartbeat) for this long is considered gone. */
   DEVICE_INACTIVITY_MS: positiveMs(15_000),
+  /** A task a device holds that produces no event for this long is ended (its dispatcher is gone). */
+  TASK_IDLE_TIMEOUT_MS: positiveMs(120_000),
   /** How many devices may try a job before it fails (a device that drops before the first token). */
   MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -26,6 +26,7 @@ export const ERROR_STATUS = {
   internal_error: 500,
   device_error: 502,
   device_disconnected: 502,
+  device_timeout: 504,
   no_device_available: 503,
   queue_timeout: 503,
   service_unavailable: 503,

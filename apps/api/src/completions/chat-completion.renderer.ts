@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import type { ChoiceDelta, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common';
+
+const FINGERPRINT = 'fp_switchyard';
+
+/** `chatcmpl-` + 24 hex characters. */
+export const completionId = () => `chatcmpl-${randomBytes(12).toString('hex')}`;
+
+interface Meta {
+  id: string;
+  created: number;
+  model: string;
+  mode: string;
+  task_address: string;
+}
+
+interface ChoiceState {
+  content: string;
+  reasoning: string;
+  toolCalls: ToolCall[];
+  logprobs: TokenLogprob[];
+}
+
+/** Accumulates deltas into the non-streamed `chat.completion` object. */
+export class CompletionAccumulator {
+  private readonly choices: ChoiceState[] = [];
+  private logprobsRequested: boolean;
+
+  constructor(logprobs: boolean) {
+    this.logprobsRequested = logprobs;
+  }
+
+  add(deltas: ChoiceDelta[]): void {
+    for (const d of deltas) {
+      const c = (this.choices[d.index] ??= { content: '', reasoning: '', toolCalls: [], logprobs: [] });
+      c.content += d.content ?? '';
+      c.reasoning += d.reasoning ?? '';
+      c.toolCalls.push(...(d.tool_calls ?? []));
+      c.logprobs.push(...(d.logprobs ?? []));
+    }
+  }
+
+  render(meta: Meta, finishReasons: FinishReason[], usage: Usage | null) {
+    const count = Math.max(finishReasons.length, this.choices.length, 1);
+    const choices = Array.from({ length: count }, (_, index) => {
+      const c = this.choices[index] ?? { content: '', reasoning: '', toolCalls: [], logprobs: [] };
+      return {
+        index,
+        message: {
+          role: 'assistant' as const,
+          content: c.toolCalls.length > 0 && c.content === '' ? null : c.content,
+          refusal: null,
+          ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+          ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls } : {}),
+        },
+        logprobs: this.logprobsRequested ? { content: c.logprobs, refusal: null } : null,
+        finish_reason: finishReasons[index] ?? 'stop',
+      };
+    });
+    return {
+      id: meta.id,
+      object: 'chat.completion' as const,
+      created: meta.created,
+      model: meta.model,
+      choices,
+      ...(usage ? { usage } : {}),
+      system_fingerprint: FINGERPRINT,
+      mode: meta.mode,
+      task_address: meta.task_address,
+    };
+  }
+}
+
+/** Renders `chat.completion.chunk` SSE frames. */
+export class ChunkRenderer {
+  constructor(
+    private readonly meta: Meta,
+    private readonly includeUsage: boolean,
+  ) {}
+
+  private frame(choices: unknown[], usage?: Usage | null): string {
+    const chunk = {
+      id: this.meta.id,
+      object: 'chat.completion.chunk',
+      created: this.meta.created,
+      model: this.meta.model,
+      system_fingerprint: FINGERPRINT,
+      choices,
+      ...(this.includeUsage ? { usage: usage ?? null } : {}),
+      mode: this.meta.mode,
+      task_address: this.meta.task_address,
+    };
+    return `data: ${JSON.stringify(chunk)}\n\n`;
+  }
+
+  /** The first chunk of each choice: the role, with empty content. */
+  roles(n: number): string {
+    let out = '';
+    for (let index = 0; index < n; index++) {
+      out += this.frame([{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]);
+    }
+    return out;
+  }
+
+  deltas(deltas: ChoiceDelta[]): string {
+    const choices = deltas.map((d) => ({
+      index: d.index,
+      delta: {
+        ...(d.content !== undefined ? { content: d.content } : {}),
+        ...(d.reasoning !== undefined ? { reasoning_content: d.reasoning } : {}),
+        ...(d.tool_calls ? { tool_calls: d.tool_calls.map((call, i) => ({ index: i, ...call })) } : {}),
+      },
+      logprobs: d.logprobs ? { content: d.logprobs, refusal: null } : null,
+      finish_reason: null,
+    }));
+    return this.frame(choices);
+  }
+
+  finish(finishReasons: FinishReason[], usage: Usage | null): string {
+    let out = this.frame(
+      finishReasons.map((reason, index) => ({ index, delta: {}, logprobs: null, finish_reason: reason })),
+    );
+    if (this.includeUsage) {
+      out += this.frame([], usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+    }
+    return out + 'data: [DONE]\n\n';
+  }
+
+  error(status: number, code: string, message: string): string {
+    const type = status >= 500 ? 'server_error' : 'invalid_request_error';
+    return `data: ${JSON.stringify({ error: { message, type, param: null, code } })}\n\n`;
+  }
+}

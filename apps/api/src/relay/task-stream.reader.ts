@@ -1,0 +1,124 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationShutdown } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, LOGGER, createBlockingRedis, keys } from '@app/common';
+import type { AppConfig, Logger, TaskEvent } from '@app/common';
+import { REDIS } from '../redis/redis.module';
+
+type Listener = (event: TaskEvent) => void;
+
+interface Subscription {
+  key: string;
+  lastId: string;
+  listener: Listener;
+}
+
+/** Entries per stream per read: enough for a burst of tokens, small enough to keep reads short. */
+const READ_COUNT = 512;
+/** The longest a read blocks; new subscriptions interrupt it with CLIENT UNBLOCK. */
+const BLOCK_MS = 5_000;
+
+/**
+ * Reads the event streams of every task this api instance is waiting on, over one blocking Redis
+ * connection (XREAD on all of them at once), instead of one connection per open request.
+ */
+@Injectable()
+export class TaskStreamReader implements OnApplicationShutdown {
+  private readonly subs = new Map<string, Subscription>();
+  private readonly conn: Redis;
+  private clientId: number | null = null;
+  private running = true;
+  private reading = false;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.conn = createBlockingRedis(config.REDIS_URL, { connectionName: 'switchyard-api-streams' });
+    this.conn.on('error', () => undefined);
+    this.conn.on('ready', () => {
+      this.clientId = null;
+    });
+  }
+
+  /** Calls `listener` with each event of the task, in order, from the beginning of its stream. */
+  subscribe(taskId: string, listener: Listener): () => void {
+    const key = keys.taskStream(taskId);
+    this.subs.set(key, { key, lastId: '0', listener });
+    this.loop ??= this.run();
+    void this.interrupt();
+    return () => {
+      this.subs.delete(key);
+    };
+  }
+
+  private async interrupt(): Promise<void> {
+    if (this.wake) {
+      this.wake();
+      return;
+    }
+    if (this.reading && this.clientId !== null) {
+      await this.redis.client('UNBLOCK', this.clientId).catch(() => undefined);
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      if (this.subs.size === 0) {
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = null;
+        continue;
+      }
+      try {
+        this.clientId ??= (await this.conn.client('ID')) as number;
+        const subs = [...this.subs.values()];
+        this.reading = true;
+        const result = (await this.conn.xread(
+          'COUNT',
+          READ_COUNT,
+          'BLOCK',
+          BLOCK_MS,
+          'STREAMS',
+          ...subs.map((s) => s.key),
+          ...subs.map((s) => s.lastId),
+        )) as [string, [string, string[]][]][] | null;
+        this.reading = false;
+        for (const [key, entries] of result ?? []) {
+          const sub = this.subs.get(key);
+          for (const [id, fields] of entries) {
+            if (!sub || this.subs.get(key) !== sub) {
+              break;
+            }
+            sub.lastId = id;
+            this.deliver(sub, fields);
+          }
+        }
+      } catch (err) {
+        this.reading = false;
+        if (this.running) {
+          this.logger.warn({ err: (err as Error).message }, 'task stream read failed; retrying');
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    }
+  }
+
+  private deliver(sub: Subscription, fields: string[]): void {
+    const raw = fields[1];
+    try {
+      sub.listener(JSON.parse(raw) as TaskEvent);
+    } catch (err) {
+      this.logger.error({ err, key: sub.key }, 'task event listener failed');
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    this.conn.disconnect();
+    await this.loop?.catch(() => undefined);
+  }
+}

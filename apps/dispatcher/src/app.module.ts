@@ -1,0 +1,35 @@
+import { Module } from '@nestjs/common';
+import type { DynamicModule } from '@nestjs/common';
+import { ConfigModule, LOGGER, PrismaModule } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
+import { DeviceGateway } from './devices/device.gateway';
+import { DeviceRegistry } from './devices/device-registry.service';
+import { PresenceService } from './devices/presence.service';
+import { HealthController } from './health/health.controller';
+import { TaskQueueService } from './queues/task-queue.service';
+import { redisProviders } from './redis.providers';
+import { DispatchService } from './relay/dispatch.service';
+import { TaskStreamService } from './relay/task-stream.service';
+import { TaskRecordsService } from './tasks/task-records.service';
+
+@Module({})
+export class DispatcherModule {
+  static forRoot(config: AppConfig, logger: Logger): DynamicModule {
+    return {
+      module: DispatcherModule,
+      imports: [ConfigModule.forRoot(config), PrismaModule],
+      controllers: [HealthController],
+      providers: [
+        { provide: LOGGER, useValue: logger },
+        ...redisProviders,
+        DeviceRegistry,
+        PresenceService,
+        TaskQueueService,
+        TaskRecordsService,
+        TaskStreamService,
+        DispatchService,
+        DeviceGateway,
+      ],
+    };
+  }
+}

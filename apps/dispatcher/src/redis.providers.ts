@@ -1,0 +1,16 @@
+import type { Provider } from '@nestjs/common';
+import { APP_CONFIG, createBlockingRedis, createRedis } from '@app/common';
+import type { AppConfig } from '@app/common';
+
+/** Short commands (streams, presence, task writes). */
+export const REDIS = Symbol('REDIS');
+/** BullMQ's connection: it requires maxRetriesPerRequest null. */
+export const BULL_REDIS = Symbol('BULL_REDIS');
+/** A connection in subscriber mode for the api's nudges and cancels. */
+export const SUB_REDIS = Symbol('SUB_REDIS');
+
+export const redisProviders: Provider[] = [
+  { provide: REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createRedis(c.REDIS_URL) },
+  { provide: BULL_REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createBlockingRedis(c.REDIS_URL) },
+  { provide: SUB_REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createBlockingRedis(c.REDIS_URL) },
+];

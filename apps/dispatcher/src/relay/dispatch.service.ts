@@ -1,0 +1,321 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, JOB_LOCK_MS, LOGGER, keys } from '@app/common';
+import type { AppConfig, ChatJobData, DeltaPayload, DonePayload, Logger, TaskErrorPayload } from '@app/common';
+import { DeviceRegistry } from '../devices/device-registry.service';
+import type { ActiveTask, DeviceSession } from '../devices/device-session';
+import { TaskQueueService } from '../queues/task-queue.service';
+import { SUB_REDIS } from '../redis.providers';
+import { TaskRecordsService } from '../tasks/task-records.service';
+import { TaskStreamService } from './task-stream.service';
+
+/** A safety net for nudges lost on the way (Pub/Sub does not persist): idle devices look again this often. */
+const SWEEP_INTERVAL_MS = 1_000;
+
+/**
+ * Hands jobs to idle devices and relays what they send back: claim, assign, relay, finish, and the
+ * failure paths (no ack, device gone before or after the first output, cancel).
+ */
+@Injectable()
+export class DispatchService implements OnModuleInit, OnApplicationShutdown {
+  private sweepTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly registry: DeviceRegistry,
+    private readonly queues: TaskQueueService,
+    private readonly records: TaskRecordsService,
+    private readonly stream: TaskStreamService,
+    @Inject(SUB_REDIS) private readonly sub: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.sub.subscribe(keys.jobsChannel, keys.cancelChannel);
+    this.sub.on('message', (channel: string, message: string) => {
+      if (channel === keys.jobsChannel) {
+        this.onJobsWaiting(message);
+      } else if (channel === keys.cancelChannel) {
+        void this.cancel(message).catch((err: unknown) => this.logger.error({ err }, 'cancel failed'));
+      }
+    });
+    this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweepTimer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+    }
+  }
+
+  /** A queue has a new job: offer it to this instance's idle devices for that queue. */
+  onJobsWaiting(queue: string): void {
+    for (const device of this.registry.idleFor(queue)) {
+      this.kick(device);
+    }
+  }
+
+  private sweep(): void {
+    for (const device of this.registry.all()) {
+      if (device.idle) {
+        this.kick(device);
+      }
+    }
+  }
+
+  /** Looks for a job for an idle device. At most one fetch per device is under way. */
+  kick(device: DeviceSession): void {
+    if (!device.idle || device.fetching) {
+      return;
+    }
+    device.fetching = true;
+    void this.fetchFor(device)
+      .catch((err: unknown) => this.logger.error({ err, deviceId: device.id }, 'fetch failed'))
+      .finally(() => {
+        device.fetching = false;
+      });
+  }
+
+  private async fetchFor(device: DeviceSession): Promise<void> {
+    for (const queue of device.queues()) {
+      if (!device.idle) {
+        return;
+      }
+      const token = `${device.id}:${randomUUID()}`;
+      const job = await this.queues.fetch(queue, token);
+      if (!job) {
+        continue;
+      }
+      if (await this.assign(device, queue, job, token)) {
+        return;
+      }
+    }
+  }
+
+  /** Claims the task row, then hands the job to the device. Returns whether the device took it. */
+  private async assign(device: DeviceSession, queue: string, job: Job<ChatJobData>, token: string): Promise<boolean> {
+    const data = job.data;
+    if (!device.supports(data.requires)) {
+      // Another device of the queue supports it: give the job back for that one.
+      await job.moveToWait(token);
+      return false;
+    }
+    const claim = await this.records.claim(data.taskId, device.id);
+    if (!claim.claimed) {
+      if (claim.status === 'streaming') {
+        // Its dispatcher died after output reached the client: it cannot start over elsewhere.
+        await this.records.end(data.taskId, 'failed', 'device_disconnected');
+        await this.stream.append(data.taskId, disconnectedMidAnswer());
+        job.discard();
+        await job.moveToFailed(new Error('device_disconnected'), token, false).catch(() => undefined);
+      } else {
+        // Cancelled or timed out while it waited: nothing to do but drop the job.
+        await job.moveToCompleted('skipped', token, false).catch(() => undefined);
+      }
+      return false;
+    }
+    const active: ActiveTask = {
+      taskId: data.taskId,
+      address: data.taskAddress,
+      job,
+      token,
+      queue,
+      attempt: claim.attempts,
+      accepted: false,
+      firstTokenAt: null,
+      nextSeq: 0,
+      output: createHash('sha256'),
+      lockTimer: null,
+      ended: false,
+    };
+    device.task = active;
+    active.lockTimer = setInterval(() => {
+      void job.extendLock(token, JOB_LOCK_MS).catch(() => undefined);
+    }, JOB_LOCK_MS / 2);
+    let accepted = false;
+    try {
+      const answer = await device.socket
+        .timeout(this.config.ASSIGN_ACK_TIMEOUT_MS)
+        .emitWithAck('task:assign', {
+          task_address: data.taskAddress,
+          model: data.model,
+          attempt: claim.attempts,
+          params: data.params,
+        });
+      accepted = answer?.accepted === true;
+    } catch {
+      accepted = false;
+    }
+    if (active.ended) {
+      return true;
+    }
+    if (!accepted) {
+      this.logger.warn({ deviceId: device.id, task: data.taskAddress }, 'device did not accept the assignment');
+      await this.retryOrFail(device, active, 'no_ack');
+      return false;
+    }
+    active.accepted = true;
+    await this.stream.append(data.taskId, { type: 'assigned', device_id: device.id, attempt: claim.attempts });
+    return true;
+  }
+
+  /** The task a device may send events for: its current one, matched by address. */
+  private activeFor(device: DeviceSession, address: string): ActiveTask | null {
+    const task = device.task;
+    if (!task || task.ended || task.address !== address) {
+      this.logger.warn({ deviceId: device.id, task: address }, 'event for a task the device does not hold: ignored');
+      return null;
+    }
+    return task;
+  }
+
+  private checkSeq(device: DeviceSession, task: ActiveTask, seq: number): boolean {
+    if (seq !== task.nextSeq) {
+      this.logger.warn({ deviceId: device.id, task: task.address, seq, expected: task.nextSeq }, 'out-of-order event');
+      return false;
+    }
+    task.nextSeq++;
+    return true;
+  }
+
+  onDelta(device: DeviceSession, payload: DeltaPayload): void {
+    const task = this.activeFor(device, payload.task_address);
+    if (!task || !this.checkSeq(device, task, payload.seq)) {
+      return;
+    }
+    for (const choice of payload.choices) {
+      task.output.update(choice.content ?? '');
+      if (choice.tool_calls) {
+        task.output.update(JSON.stringify(choice.tool_calls));
+      }
+    }
+    if (!task.firstTokenAt) {
+      task.firstTokenAt = new Date();
+      // Not awaited: the first token must not wait for Postgres.
+      void this.records.markStreaming(task.taskId, task.firstTokenAt).catch((err: unknown) => {
+        this.logger.error({ err, task: task.address }, 'could not record first token');
+      });
+    }
+    void this.stream.append(task.taskId, { type: 'delta', choices: payload.choices }).catch((err: unknown) => {
+      this.logger.error({ err, task: task.address }, 'could not relay output');
+    });
+  }
+
+  async onDone(device: DeviceSession, payload: DonePayload): Promise<void> {
+    const task = this.activeFor(device, payload.task_address);
+    if (!task || !this.checkSeq(device, task, payload.seq)) {
+      return;
+    }
+    this.release(device, task);
+    await this.records.complete(task.taskId, {
+      finishReason: payload.finish_reasons[0],
+      usage: payload.usage,
+      outputSha256: task.output.digest('hex'),
+      firstTokenAt: task.firstTokenAt,
+    });
+    await this.stream.append(task.taskId, {
+      type: 'done',
+      finish_reasons: payload.finish_reasons,
+      usage: payload.usage,
+    });
+    await task.job.moveToCompleted('done', task.token, false).catch(() => undefined);
+    this.kick(device);
+  }
+
+  async onError(device: DeviceSession, payload: TaskErrorPayload): Promise<void> {
+    const task = this.activeFor(device, payload.task_address);
+    if (!task || !this.checkSeq(device, task, payload.seq)) {
+      return;
+    }
+    this.release(device, task);
+    const code = payload.code === 'cancelled' ? 'device_error' : payload.code;
+    await this.records.end(task.taskId, 'failed', code, task.firstTokenAt ? task.output.digest('hex') : null);
+    await this.stream.append(task.taskId, {
+      type: 'error',
+      code,
+      message: `The device could not complete the request: ${payload.message}`,
+      status: 502,
+    });
+    task.job.discard();
+    await task.job.moveToFailed(new Error(code), task.token, false).catch(() => undefined);
+    this.kick(device);
+  }
+
+  /** The device's connection is gone: requeue its task if no output was relayed, else fail it. */
+  async onDisconnect(device: DeviceSession): Promise<void> {
+    const task = device.task;
+    if (!task || task.ended) {
+      return;
+    }
+    if (task.firstTokenAt) {
+      this.release(device, task);
+      await this.records.end(task.taskId, 'failed', 'device_disconnected', task.output.digest('hex'));
+      await this.stream.append(task.taskId, disconnectedMidAnswer());
+      task.job.discard();
+      await task.job.moveToFailed(new Error('device_disconnected'), task.token, false).catch(() => undefined);
+    } else {
+      await this.retryOrFail(device, task, 'device_disconnected');
+    }
+  }
+
+  /** Gives a task with no output yet to another device, up to MAX_ATTEMPTS assignments. */
+  private async retryOrFail(device: DeviceSession, task: ActiveTask, reason: string): Promise<void> {
+    this.release(device, task);
+    if (task.attempt < this.config.MAX_ATTEMPTS && (await this.records.requeue(task.taskId, device.id))) {
+      await this.stream.append(task.taskId, { type: 'requeued', reason });
+      await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
+      await this.queues.nudge(task.queue);
+      return;
+    }
+    if (await this.records.end(task.taskId, 'failed', 'device_disconnected')) {
+      await this.stream.append(task.taskId, {
+        type: 'error',
+        code: 'device_disconnected',
+        message: `No device could complete the request (${task.attempt} attempt(s)).`,
+        status: 502,
+      });
+    }
+    task.job.discard();
+    await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
+    this.kick(device);
+  }
+
+  /** The client went away: stop the device if this instance holds the task. */
+  async cancel(taskId: string): Promise<void> {
+    const device = this.registry.findTask(taskId);
+    const task = device?.task;
+    if (!device || !task || task.ended) {
+      return;
+    }
+    this.release(device, task);
+    device.socket.emit('task:cancel', { task_address: task.address });
+    await this.records.end(task.taskId, 'cancelled', 'client_disconnected', task.firstTokenAt ? task.output.digest('hex') : null);
+    await task.job.moveToCompleted('cancelled', task.token, false).catch(() => undefined);
+    this.logger.info({ deviceId: device.id, task: task.address }, 'task cancelled by the client');
+    this.kick(device);
+  }
+
+  /** Detaches a task from its device (once). */
+  private release(device: DeviceSession, task: ActiveTask): void {
+    task.ended = true;
+    if (task.lockTimer) {
+      clearInterval(task.lockTimer);
+    }
+    if (device.task === task) {
+      device.task = null;
+    }
+  }
+}
+
+function disconnectedMidAnswer() {
+  return {
+    type: 'error' as const,
+    code: 'device_disconnected',
+    message: 'The device serving this request disconnected before finishing its answer.',
+    status: 502,
+  };
+}

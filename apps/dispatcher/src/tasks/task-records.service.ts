@@ -1,0 +1,79 @@
+import { Injectable } from '@nestjs/common';
+import { PrismaService } from '@app/common';
+import type { FinishReason, Usage } from '@app/common';
+
+export type ClaimResult = { claimed: true; attempts: number } | { claimed: false; status: string | null };
+
+/**
+ * The dispatcher's writes to task rows. Every transition is a conditional update on the status it
+ * expects, so that a cancel, a timeout or another dispatcher racing with us cannot be overwritten.
+ */
+@Injectable()
+export class TaskRecordsService {
+  constructor(private readonly prisma: PrismaService) {}
+
+  /**
+   * Claims a task for a device: from `queued`, or from `assigned` with no output yet (its previous
+   * device or dispatcher is gone and the job came back through the stalled check).
+   */
+  async claim(taskId: string, deviceId: string): Promise<ClaimResult> {
+    const rows = await this.prisma.client.$queryRaw<{ attempts: number }[]>`
+      UPDATE tasks SET status = 'assigned', device_id = ${deviceId}::uuid, assigned_at = now(), attempts = attempts + 1
+      WHERE id = ${taskId}::uuid AND (status = 'queued' OR (status = 'assigned' AND first_token_at IS NULL))
+      RETURNING attempts`;
+    if (rows.length === 1) {
+      return { claimed: true, attempts: rows[0].attempts };
+    }
+    const task = await this.prisma.client.task.findUnique({ where: { id: taskId }, select: { status: true } });
+    return { claimed: false, status: task?.status ?? null };
+  }
+
+  /** The first output reached the api: from now on the task can no longer be retried elsewhere. */
+  async markStreaming(taskId: string, at: Date): Promise<void> {
+    await this.prisma.client.task.updateMany({
+      where: { id: taskId, status: 'assigned' },
+      data: { status: 'streaming', firstTokenAt: at },
+    });
+  }
+
+  /** Back to the queue after the device dropped before any output. */
+  async requeue(taskId: string, deviceId: string): Promise<boolean> {
+    const { count } = await this.prisma.client.task.updateMany({
+      where: { id: taskId, deviceId, status: 'assigned', firstTokenAt: null },
+      data: { status: 'queued', deviceId: null, assignedAt: null },
+    });
+    return count === 1;
+  }
+
+  async complete(
+    taskId: string,
+    result: { finishReason: FinishReason; usage: Usage | null; outputSha256: string; firstTokenAt: Date | null },
+  ): Promise<void> {
+    await this.prisma.client.task.updateMany({
+      where: { id: taskId, status: { in: ['assigned', 'streaming'] } },
+      data: {
+        status: 'completed',
+        finishReason: result.finishReason,
+        promptTokens: result.usage?.prompt_tokens ?? null,
+        completionTokens: result.usage?.completion_tokens ?? null,
+        outputSha256: result.outputSha256,
+        firstTokenAt: result.firstTokenAt ?? undefined,
+        finishedAt: new Date(),
+      },
+    });
+  }
+
+  /** Ends a task that is not yet terminal with an error status; returns whether this call ended it. */
+  async end(
+    taskId: string,
+    status: 'failed' | 'cancelled' | 'timed_out',
+    errorCode: string,
+    outputSha256: string | null = null,
+  ): Promise<boolean> {
+    const { count } = await this.prisma.client.task.updateMany({
+      where: { id: taskId, status: { in: ['queued', 'assigned', 'streaming'] } },
+      data: { status, errorCode, finishedAt: new Date(), ...(outputSha256 ? { outputSha256 } : {}) },
+    });
+    return count === 1;
+  }
+}

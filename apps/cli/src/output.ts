@@ -18,10 +18,7 @@ function cell(v: unknown): string {
   if (Array.isArray(v)) {
     return v.length ? v.map(cell).join(',') : '-';
   }
-  if (typeof v === 'object') {
-    return JSON.stringify(v);
-  }
-  return String(v as string | number | boolean);
+  return typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
 }
 
 function renderTable(rows: Record<string, unknown>[]): string {

@@ -6,9 +6,7 @@ export function paramPath(path: readonly PropertyKey[]): string | null {
   if (path.length === 0) {
     return null;
   }
-  return path
-    .map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
-    .join('');
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
 }
 
 /** Validates input against a schema; a failure becomes 400 invalid_request naming the param. */

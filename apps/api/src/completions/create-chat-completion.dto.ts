@@ -110,7 +110,10 @@ export const chatCompletionSchema = z.object({
       }),
     ])
     .optional(),
-  tools: z.array(z.object({ type: z.literal('function'), function: functionDef })).max(128).optional(),
+  tools: z
+    .array(z.object({ type: z.literal('function'), function: functionDef }))
+    .max(128)
+    .optional(),
   tool_choice: z
     .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.string(), function: z.unknown() })])
     .optional(),
@@ -272,7 +275,7 @@ export function parseChatCompletion(raw: unknown, defaultModel: string | undefin
     ...(b.n !== undefined ? { n: b.n } : {}),
     ...(b.response_format ? { response_format: b.response_format as ChatParams['response_format'] } : {}),
     ...(tools?.length ? { tools } : {}),
-    ...(toolChoice !== undefined ? { tool_choice: toolChoice as 'auto' | 'none' } : {}),
+    ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
     ...(b.logprobs ? { logprobs: true, top_logprobs: b.top_logprobs ?? 0 } : {}),
     ...(b.logit_bias && Object.keys(b.logit_bias).length ? { logit_bias: b.logit_bias } : {}),
     ...(b.reasoning_effort ? { reasoning_effort: b.reasoning_effort } : {}),

@@ -36,7 +36,11 @@ export class ModelsService {
       include: { model: true },
     });
     if (!row) {
-      throw new AppError('model_not_found', `The model '${modelId}' does not exist or you do not have access to it.`, 'model');
+      throw new AppError(
+        'model_not_found',
+        `The model '${modelId}' does not exist or you do not have access to it.`,
+        'model',
+      );
     }
     return row.model;
   }

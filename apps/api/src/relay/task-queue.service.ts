@@ -2,15 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import {
-  APP_CONFIG,
-  CHAT_JOB,
-  QUEUE_PREFIX,
-  chatJobOptions,
-  createBlockingRedis,
-  keys,
-  queueName,
-} from '@app/common';
+import { APP_CONFIG, CHAT_JOB, QUEUE_PREFIX, chatJobOptions, createBlockingRedis, keys, queueName } from '@app/common';
 import type { AppConfig, ChatJobData } from '@app/common';
 import { REDIS } from '../redis/redis.module';
 

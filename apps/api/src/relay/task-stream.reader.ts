@@ -73,10 +73,10 @@ export class TaskStreamReader implements OnApplicationShutdown {
         continue;
       }
       try {
-        this.clientId ??= (await this.conn.client('ID')) as number;
+        this.clientId ??= await this.conn.client('ID');
         const subs = [...this.subs.values()];
         this.reading = true;
-        const result = (await this.conn.xread(
+        const result = await this.conn.xread(
           'COUNT',
           READ_COUNT,
           'BLOCK',
@@ -84,7 +84,7 @@ export class TaskStreamReader implements OnApplicationShutdown {
           'STREAMS',
           ...subs.map((s) => s.key),
           ...subs.map((s) => s.lastId),
-        )) as [string, [string, string[]][]][] | null;
+        );
         this.reading = false;
         for (const [key, entries] of result ?? []) {
           const sub = this.subs.get(key);

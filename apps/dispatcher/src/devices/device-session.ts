@@ -2,13 +2,7 @@ import type { Hash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Socket } from 'socket.io';
 import { NETWORK_POOL, queueName } from '@app/common';
-import type {
-  ChatJobData,
-  DeviceSocketData,
-  DeviceToServerEvents,
-  Feature,
-  ServerToDeviceEvents,
-} from '@app/common';
+import type { ChatJobData, DeviceSocketData, DeviceToServerEvents, Feature, ServerToDeviceEvents } from '@app/common';
 
 export type DeviceSocket = Socket<DeviceToServerEvents, ServerToDeviceEvents, Record<string, never>, DeviceSocketData>;
 

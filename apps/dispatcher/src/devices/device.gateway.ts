@@ -146,7 +146,9 @@ export class DeviceGateway implements OnApplicationShutdown {
     socket.on('task:error', (raw) => {
       const payload = this.validate(session, taskErrorSchema, raw, 'task:error');
       if (payload) {
-        void this.dispatch.onError(session, payload).catch((err: unknown) => this.logger.error({ err }, 'error failed'));
+        void this.dispatch
+          .onError(session, payload)
+          .catch((err: unknown) => this.logger.error({ err }, 'error failed'));
       }
     });
     socket.on('disconnect', (reason) => {

@@ -138,14 +138,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }, JOB_LOCK_MS / 2);
     let accepted = false;
     try {
-      const answer = await device.socket
-        .timeout(this.config.ASSIGN_ACK_TIMEOUT_MS)
-        .emitWithAck('task:assign', {
-          task_address: data.taskAddress,
-          model: data.model,
-          attempt: claim.attempts,
-          params: data.params,
-        });
+      const answer = await device.socket.timeout(this.config.ASSIGN_ACK_TIMEOUT_MS).emitWithAck('task:assign', {
+        task_address: data.taskAddress,
+        model: data.model,
+        attempt: claim.attempts,
+        params: data.params,
+      });
       accepted = answer?.accepted === true;
     } catch {
       accepted = false;
@@ -293,7 +291,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     this.release(device, task);
     device.socket.emit('task:cancel', { task_address: task.address });
-    await this.records.end(task.taskId, 'cancelled', 'client_disconnected', task.firstTokenAt ? task.output.digest('hex') : null);
+    await this.records.end(
+      task.taskId,
+      'cancelled',
+      'client_disconnected',
+      task.firstTokenAt ? task.output.digest('hex') : null,
+    );
     await task.job.moveToCompleted('cancelled', task.token, false).catch(() => undefined);
     this.logger.info({ deviceId: device.id, task: task.address }, 'task cancelled by the client');
     this.kick(device);

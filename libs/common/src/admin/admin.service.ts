@@ -162,7 +162,9 @@ export class AdminService {
   async addModel(input: AddModelInput) {
     const id = check(modelIdSchema, input.id, 'id');
     const maxOutputTokens =
-      input.maxOutputTokens === undefined ? null : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
+      input.maxOutputTokens === undefined
+        ? null
+        : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
     const ownedBy = input.ownedBy === undefined ? undefined : check(ownedBySchema, input.ownedBy, 'owned_by');
     try {
       const model = await this.db.model.create({ data: { id, maxOutputTokens, ownedBy } });

@@ -6,13 +6,16 @@ const url = (schemes: string[], fallback: string) =>
   z
     .string()
     .default(fallback)
-    .refine((value) => {
-      try {
-        return schemes.includes(new URL(value).protocol);
-      } catch {
-        return false;
-      }
-    }, `must be a URL starting with ${schemes.map((s) => `${s}//`).join(' or ')}`);
+    .refine(
+      (value) => {
+        try {
+          return schemes.includes(new URL(value).protocol);
+        } catch {
+          return false;
+        }
+      },
+      `must be a URL starting with ${schemes.map((s) => `${s}//`).join(' or ')}`,
+    );
 
 /**
  * Every setting Switchyard reads from the environment, with its default. Parsed once at boot by

@@ -75,7 +75,12 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string };
 }
 
-export function openAIError(status: number, message: string, code: string, param: string | null = null): OpenAIErrorBody {
+export function openAIError(
+  status: number,
+  message: string,
+  code: string,
+  param: string | null = null,
+): OpenAIErrorBody {
   // OpenAI sends invalid_request_error for 401 bodies with code invalid_api_key.
   const type = code === 'invalid_api_key' ? 'invalid_request_error' : errorType(status);
   return { error: { message, type, param, code } };

@@ -122,7 +122,10 @@ export const deltaSchema = z.object({
         content: z.string().max(1_000_000).optional(),
         reasoning: z.string().max(1_000_000).optional(),
         tool_calls: z.array(toolCall).max(64).optional(),
-        logprobs: z.array(topLogprob.extend({ top_logprobs: z.array(topLogprob).max(20) })).max(10_000).optional(),
+        logprobs: z
+          .array(topLogprob.extend({ top_logprobs: z.array(topLogprob).max(20) }))
+          .max(10_000)
+          .optional(),
       }),
     )
     .min(1)
@@ -132,7 +135,10 @@ export const deltaSchema = z.object({
 export const doneSchema = z.object({
   task_address: address,
   seq,
-  finish_reasons: z.array(z.enum(['stop', 'length', 'tool_calls'])).min(1).max(8),
+  finish_reasons: z
+    .array(z.enum(['stop', 'length', 'tool_calls']))
+    .min(1)
+    .max(8),
   usage: z
     .object({
       prompt_tokens: z.number().int().min(0),

@@ -1,0 +1,292 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import {
+  AdminService,
+  AppError,
+  createPrismaClient,
+  NETWORK_POOL,
+  createRedis,
+  keys,
+  loadConfigOrExit,
+  migrate,
+  sha256Hex,
+} from '@app/common';
+import type { AppConfig, PrismaClient } from '@app/common';
+
+/**
+ * `npm run demo`: Switchyard end to end on this machine. Checks Postgres and Redis, migrates,
+ * creates (once) a demo organization, key, model and network device, starts the api, the dispatcher
+ * and one simulated device, and prints a working curl command. Ctrl-C stops everything.
+ */
+const ROOT = join(__dirname, '../../../..');
+const DIST = join(ROOT, 'dist');
+const ORG = 'demo';
+const MODEL = 'switchyard/sim-1';
+const DEVICE = 'demo-sim-device';
+/** The demo's secrets, kept between runs because keys are shown only once. Not committed. */
+const STATE_FILE = process.env.SWITCHYARD_DEMO_STATE ?? join(ROOT, '.switchyard-demo.json');
+
+interface DemoState {
+  key: string;
+  deviceToken: string;
+  adminToken: string;
+}
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+async function checkPostgres(url: string): Promise<string | null> {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString(), connectionTimeoutMillis: 3_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (error) {
+    return (error as Error).message || 'no answer';
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function checkRedis(url: string): Promise<string | null> {
+  const redis = createRedis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    await redis.ping();
+    return null;
+  } catch (error) {
+    return (error as Error).message || 'no answer';
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function readState(): Partial<DemoState> {
+  try {
+    return existsSync(STATE_FILE) ? (JSON.parse(readFileSync(STATE_FILE, 'utf8')) as Partial<DemoState>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Creates what is missing, reusing the saved key and token while the database still knows them. */
+async function provision(db: PrismaClient): Promise<DemoState> {
+  const admin = new AdminService(db);
+  const saved = readState();
+  const ignoreConflict = async (fn: () => Promise<unknown>) => {
+    try {
+      await fn();
+    } catch (error) {
+      if (!(error instanceof AppError && error.code === 'conflict')) {
+        throw error;
+      }
+    }
+  };
+  await ignoreConflict(() => admin.createOrg(ORG));
+  await ignoreConflict(() => admin.addModel({ id: MODEL, maxOutputTokens: 4096, ownedBy: 'switchyard-demo' }));
+  await admin.enableModel(MODEL, ORG);
+
+  const keyRow = saved.key ? await db.apiKey.findUnique({ where: { hash: sha256Hex(saved.key) } }) : null;
+  const key = keyRow && !keyRow.revokedAt ? saved.key! : (await admin.createKey({ org: ORG, label: 'demo' })).key;
+  const deviceRow = saved.deviceToken
+    ? await db.device.findUnique({ where: { tokenHash: sha256Hex(saved.deviceToken) } })
+    : null;
+  const deviceToken = deviceRow && !deviceRow.revokedAt ? saved.deviceToken! : (await admin.createDevice(DEVICE)).token;
+  const state: DemoState = {
+    key,
+    deviceToken,
+    adminToken: saved.adminToken ?? `adm_${randomBytes(24).toString('hex')}`,
+  };
+  writeFileSync(STATE_FILE, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
+  return state;
+}
+
+function start(name: string, script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn(process.execPath, [join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const prefix = (line: string) => `[${name}] ${line}`;
+  const pipe = (stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream) => {
+    let rest = '';
+    stream?.on('data', (chunk: Buffer) => {
+      const lines = (rest + chunk.toString()).split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) {
+        out.write(prefix(line) + '\n');
+      }
+    });
+  };
+  pipe(child.stdout, process.stdout);
+  pipe(child.stderr, process.stderr);
+  return child;
+}
+
+async function waitHealthy(url: string, child: ChildProcess, name: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`${name} exited with code ${child.exitCode}`);
+    }
+    try {
+      if ((await fetch(url)).ok) {
+        return;
+      }
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${name} did not become healthy at ${url}`);
+}
+
+async function waitForDevice(config: AppConfig): Promise<void> {
+  const redis = createRedis(config.REDIS_URL);
+  try {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      if ((await redis.zcount(keys.presence(NETWORK_POOL, MODEL), Date.now(), '+inf')) > 0) {
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('the demo device did not come online');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
+  const [pgProblem, redisProblem] = await Promise.all([
+    checkPostgres(config.DATABASE_URL),
+    checkRedis(config.REDIS_URL),
+  ]);
+  if (pgProblem || redisProblem) {
+    const missing = [
+      pgProblem ? `Postgres at ${config.DATABASE_URL}` : '',
+      redisProblem ? `Redis at ${config.REDIS_URL}` : '',
+    ]
+      .filter(Boolean)
+      .join(' and ');
+    process.stderr.write(
+      `${missing} not answering (${pgProblem ?? redisProblem}): start them with 'docker compose up -d postgres redis', or your local packages (e.g. 'pg_ctlcluster 15 main start' and 'redis-server --daemonize yes'), or set DATABASE_URL / REDIS_URL.\n`,
+    );
+    process.exit(1);
+  }
+  const result = await migrate(config.DATABASE_URL, join(ROOT, 'prisma/migrations'));
+  say(`database ready (${result.applied.length} migration(s) applied now)`);
+  const db = createPrismaClient(config.DATABASE_URL);
+  const state = await provision(db).finally(() => db.$disconnect());
+
+  const env = {
+    ...process.env,
+    DATABASE_URL: config.DATABASE_URL,
+    REDIS_URL: config.REDIS_URL,
+    API_PORT: String(config.API_PORT),
+    DISPATCHER_PORT: String(config.DISPATCHER_PORT),
+    ADMIN_TOKEN: state.adminToken,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+  };
+  const children: ChildProcess[] = [];
+  let stopping = false;
+  const stop = async (code: number) => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    say('\nstopping…');
+    await Promise.all(
+      children.map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) {
+              resolve();
+              return;
+            }
+            const timer = setTimeout(() => child.kill('SIGKILL'), 8_000);
+            child.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
+    say('stopped.');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+
+  const local = '127.0.0.1';
+  const apiUrl = `http://${local}:${config.API_PORT}`;
+  const dispatcherUrl = `http://${local}:${config.DISPATCHER_PORT}`;
+  try {
+    const api = start('api', 'apps/api/src/main.js', [], env);
+    const dispatcher = start('dispatcher', 'apps/dispatcher/src/main.js', [], env);
+    children.push(api, dispatcher);
+    await Promise.all([
+      waitHealthy(`${apiUrl}/healthz`, api, 'api'),
+      waitHealthy(`${dispatcherUrl}/healthz`, dispatcher, 'dispatcher'),
+    ]);
+    const device = start(
+      'device',
+      'apps/device/src/main.js',
+      [
+        '--server',
+        dispatcherUrl,
+        '--backend',
+        'sim',
+        '--model',
+        MODEL,
+        '--sim-ttft-ms',
+        '150',
+        '--sim-tokens-per-second',
+        '25',
+      ],
+      { ...env, SWITCHYARD_DEVICE_TOKEN: state.deviceToken },
+    );
+    children.push(device);
+    await waitForDevice(config);
+    for (const child of children) {
+      child.once('exit', (code) => {
+        if (!stopping) {
+          process.stderr.write(`a demo process exited unexpectedly (code ${code}); stopping the demo\n`);
+          void stop(1);
+        }
+      });
+    }
+  } catch (error) {
+    process.stderr.write(`demo failed to start: ${(error as Error).message}\n`);
+    await stop(1);
+    return;
+  }
+
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello to Switchyard' }] });
+  say(`
+Switchyard is running: api ${apiUrl}, dispatcher ${dispatcherUrl}, one simulated device serving ${MODEL}.
+
+  API key (org "${ORG}"):  ${state.key}
+  Admin token:             ${state.adminToken}
+
+Try it:
+
+  curl -s ${apiUrl}/v1/chat/completions \\
+    -H "Authorization: Bearer ${state.key}" -H "Content-Type: application/json" \\
+    -d '${body}'
+
+Streamed: add "stream": true to the body (and curl -N). Models: curl -s ${apiUrl}/v1/models -H "Authorization: Bearer ${state.key}"
+Any OpenAI client works with base URL ${apiUrl}/v1 and the key above.
+
+Ctrl-C stops everything. (The key and tokens are kept in ${STATE_FILE} for the next run.)
+demo ready`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`demo failed: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

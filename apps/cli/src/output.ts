@@ -18,7 +18,10 @@ function cell(v: unknown): string {
   if (Array.isArray(v)) {
     return v.length ? v.map(cell).join(',') : '-';
   }
-  return typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
+  if (typeof v === 'string') {
+    return v;
+  }
+  return typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v);
 }
 
 function renderTable(rows: Record<string, unknown>[]): string {

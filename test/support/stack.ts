@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { AdminService, createPrismaClient } from '@app/common';
+import { AdminService, createPrismaClient, createRedis, keys, sha256Hex } from '@app/common';
 import type { PrismaClient } from '@app/common';
 
 /** The build's root (dist/), from dist/test/support. */
@@ -193,4 +193,106 @@ export async function http(
     parsed = undefined;
   }
   return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+export interface Dispatcher {
+  url: string;
+  port: number;
+  proc: Proc;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts the built dispatcher as a real process on a free port. */
+export async function startDispatcher(env: Record<string, string> = {}): Promise<Dispatcher> {
+  const port = await freePort();
+  const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port), ...env }));
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/healthz`, proc);
+  return { url, port, proc, stop: async (signal = 'SIGTERM') => void (await proc.stop(signal)) };
+}
+
+/** Registers a device (of an org, or of the network without one) and returns its id and token. */
+export async function createDevice(orgName?: string): Promise<{ id: string; token: string }> {
+  const device = await new AdminService(db()).createDevice(uniq('device'), orgName);
+  return { id: device.id, token: device.token };
+}
+
+export interface DeviceOptions {
+  models: string[];
+  ttftMs?: number;
+  tokensPerSecond?: number;
+  tokens?: number;
+  features?: string[];
+  extraArgs?: string[];
+}
+
+/**
+ * Starts a real device agent with the sim backend and waits until the dispatcher has it online for
+ * every model (its presence is published), so that requests can be routed to it.
+ */
+export async function startDevice(
+  dispatcher: Dispatcher,
+  token: string,
+  opts: DeviceOptions,
+  pool = 'network',
+): Promise<Proc> {
+  const args = ['--server', dispatcher.url, '--token', token, '--backend', 'sim', '--log-level', 'info'];
+  for (const model of opts.models) {
+    args.push('--model', model);
+  }
+  args.push('--sim-ttft-ms', String(opts.ttftMs ?? 0));
+  args.push('--sim-tokens-per-second', String(opts.tokensPerSecond ?? 0));
+  args.push('--sim-tokens', String(opts.tokens ?? 8));
+  if (opts.features) {
+    args.push('--sim-features', opts.features.length ? opts.features.join(',') : 'none');
+  }
+  args.push(...(opts.extraArgs ?? []));
+  const proc = startNode('apps/device/src/main.js', args, baseEnv());
+  await waitOnline(pool, opts.models, token, proc);
+  return proc;
+}
+
+/** Waits until a device's presence is published for each model in the pool. */
+export async function waitOnline(pool: string, models: string[], token: string, proc?: Proc): Promise<void> {
+  const device = await db().device.findUnique({ where: { tokenHash: sha256Hex(token) } });
+  if (!device) {
+    throw new Error('unknown device token');
+  }
+  const redis = createRedis(REDIS_URL);
+  try {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const found = await Promise.all(
+        models.map(async (m) =>
+          (await redis.zrangebyscore(keys.presence(pool, m), Date.now(), '+inf')).some((x) =>
+            x.startsWith(`${device.id}|`),
+          ),
+        ),
+      );
+      if (found.every(Boolean)) {
+        return;
+      }
+      if (Date.now() > deadline || (proc && proc.child.exitCode !== null)) {
+        throw new Error(`device did not come online for ${models.join(', ')}; output:\n${proc?.output ?? ''}`);
+      }
+      await sleep(25);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Polls the task row until it reaches a terminal status (or the timeout passes) and returns it. */
+export async function waitTerminal(address: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const task = await db().task.findUnique({ where: { address } });
+    if (task && ['completed', 'failed', 'cancelled', 'timed_out'].includes(task.status)) {
+      return task;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`task ${address} is still ${task?.status ?? 'missing'}`);
+    }
+    await sleep(50);
+  }
 }

@@ -33,6 +33,11 @@ export class ChatCompletionsController {
       api: 'openai',
       stream: request.stream,
     });
+    // The client may have gone while the task was being created: then the close event has already fired.
+    if (reply.raw.destroyed) {
+      await this.relay.abandon(task);
+      return;
+    }
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) {
         void this.relay.abandon(task);

@@ -1,0 +1,291 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, it } from 'node:test';
+import { Server } from 'socket.io';
+import type { Socket as ServerSocket } from 'socket.io';
+import { createLogger } from '@app/common/logging/logger';
+import type { ChatParams } from '@app/common/protocol/chat';
+import { FEATURES } from '@app/common/protocol/chat';
+import type {
+  AssignAck,
+  AssignPayload,
+  DeviceToServerEvents,
+  ServerToDeviceEvents,
+} from '@app/common/protocol/device-protocol';
+import { announceSchema, deltaSchema, doneSchema, taskErrorSchema } from '@app/common/protocol/device-protocol';
+import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from './agent';
+import type { SimOptions } from './backends';
+import { SimBackend } from './backends';
+
+// A stand-in dispatcher: a real socket.io server on the /devices namespace that records what the agent sends.
+const GOOD_TOKEN = `syd_${'a'.repeat(40)}`;
+
+interface Received {
+  socketId: string;
+  event: string;
+  payload: Record<string, unknown>;
+}
+
+type DeviceServerSocket = ServerSocket<DeviceToServerEvents, ServerToDeviceEvents>;
+
+async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    await cleanup();
+  }
+});
+
+async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN) {
+  const http = createServer();
+  const io = new Server<DeviceToServerEvents, ServerToDeviceEvents>(http, { transports: ['websocket'] });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const port = (http.address() as AddressInfo).port;
+  const received: Received[] = [];
+  const auths: unknown[] = [];
+  const sockets: DeviceServerSocket[] = [];
+  const nsp = io.of('/devices');
+  nsp.use((socket, next) => {
+    auths.push(socket.handshake.auth);
+    next((socket.handshake.auth as { token?: string }).token === GOOD_TOKEN ? undefined : new Error(TOKEN_REFUSED));
+  });
+  nsp.on('connection', (socket: DeviceServerSocket) => {
+    sockets.push(socket);
+    socket.on('announce', (payload, ack) => {
+      received.push({ socketId: socket.id, event: 'announce', payload: { ...payload } });
+      ack({ ok: true, device_id: 'dev-1', pool: 'network' });
+    });
+    for (const event of ['task:delta', 'task:done', 'task:error'] as const) {
+      socket.on(event, (payload: object) => received.push({ socketId: socket.id, event, payload: { ...payload } }));
+    }
+  });
+
+  const backend = new SimBackend({
+    models: ['sim-model'],
+    ttftMs: 0,
+    tokensPerSecond: 0,
+    tokens: 8,
+    features: [...FEATURES],
+    ...sim,
+  });
+  let exitCode: number | null = null;
+  const agent = new DeviceAgent({
+    server: `http://127.0.0.1:${port}`,
+    token,
+    backend,
+    logger: createLogger('device-test', (process.env.AGENT_TEST_LOG as 'info') ?? 'silent'),
+    logContent: false,
+    onExit: (code) => {
+      exitCode = code;
+    },
+  });
+  cleanups.push(async () => {
+    agent.shutdown('SIGTERM');
+    agent.shutdown('SIGTERM');
+    await io.close();
+  });
+  agent.start();
+
+  const current = () => sockets.at(-1)!;
+  return {
+    agent,
+    received,
+    auths,
+    sockets,
+    exitCode: () => exitCode,
+    current,
+    /** Assigns a task on the latest connection and resolves with the agent's answer. */
+    assign(params: Partial<ChatParams> = {}, model = 'sim-model'): Promise<{ address: string; ack: AssignAck }> {
+      const address = `network:${randomUUID()}`;
+      const payload: AssignPayload = {
+        task_address: address,
+        model,
+        attempt: 1,
+        params: { messages: [{ role: 'user', content: 'hello there' }], max_tokens: 512, ...params },
+      };
+      return current()
+        .timeout(5_000)
+        .emitWithAck('task:assign', payload)
+        .then((ack) => ({ address, ack }));
+    },
+    eventsOf(address: string) {
+      return received.filter((r) => r.payload.task_address === address);
+    },
+  };
+}
+
+void describe('DeviceAgent', () => {
+  void it('connects with its token and protocol version and announces what it serves', async () => {
+    const h = await harness({ features: ['tools', 'n'] });
+    await until(() => h.received.some((r) => r.event === 'announce'), 'announce');
+    assert.deepEqual(h.auths[0], { token: GOOD_TOKEN, protocol: 1 });
+    const announce = h.received.find((r) => r.event === 'announce')!.payload;
+    assert.ok(announceSchema.safeParse(announce).success);
+    assert.deepEqual(announce, {
+      agent_version: announce.agent_version,
+      backend: 'sim',
+      models: ['sim-model'],
+      features: ['tools', 'n'],
+      available: true,
+      running_task: null,
+    });
+  });
+
+  void it('runs a task: accepted, deltas with seq from 0, then done', async () => {
+    const h = await harness();
+    await until(() => h.sockets.length === 1, 'connection');
+    const { address, ack } = await h.assign({ n: 2 });
+    assert.deepEqual(ack, { accepted: true });
+    await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
+    const events = h.eventsOf(address);
+    assert.deepEqual(
+      events.map((e) => e.payload.seq),
+      events.map((_, i) => i),
+    );
+    assert.equal(events.at(-1)!.event, 'task:done');
+    for (const e of events.slice(0, -1)) {
+      assert.equal(e.event, 'task:delta');
+      assert.ok(deltaSchema.safeParse(e.payload).success);
+    }
+    const done = events.at(-1)!.payload;
+    assert.ok(doneSchema.safeParse(done).success);
+    assert.deepEqual(done.finish_reasons, ['stop', 'stop']);
+    assert.equal((done.usage as { completion_tokens: number }).completion_tokens, 16);
+  });
+
+  void it('refuses a second task while busy, and unknown models and missing features', async () => {
+    const h = await harness({ tokensPerSecond: 20, tokens: 1000, features: ['n'] });
+    await until(() => h.sockets.length === 1, 'connection');
+    assert.deepEqual((await h.assign({ max_tokens: 2000 })).ack, { accepted: true });
+    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'busy' });
+  });
+
+  void it('refuses models it does not serve and features it did not announce', async () => {
+    const h = await harness({ features: ['n'] });
+    await until(() => h.sockets.length === 1, 'connection');
+    assert.deepEqual((await h.assign({}, 'other-model')).ack, { accepted: false, reason: 'model_not_served' });
+    const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'f' } }];
+    assert.deepEqual((await h.assign({ tools })).ack, { accepted: false, reason: 'unsupported_feature' });
+    assert.deepEqual((await h.assign({ max_tokens: 0 })).ack, { accepted: false, reason: 'invalid_assignment' });
+  });
+
+  void it('on cancel stops the task, sends nothing more for it, and takes the next task at once', async () => {
+    const h = await harness({ tokensPerSecond: 50, tokens: 1000 });
+    await until(() => h.sockets.length === 1, 'connection');
+    const first = await h.assign({ max_tokens: 2000 });
+    await until(() => h.eventsOf(first.address).length >= 2, 'first deltas');
+    h.current().emit('task:cancel', { task_address: first.address });
+    // The agent handles the cancel before this assignment (socket.io keeps order), so it must accept it.
+    const second = await h.assign({ max_tokens: 3 });
+    assert.deepEqual(second.ack, { accepted: true });
+    const countAtAck = h.eventsOf(first.address).length;
+    await until(() => h.eventsOf(second.address).some((r) => r.event === 'task:done'), 'second task:done');
+    assert.equal(h.eventsOf(first.address).length, countAtAck);
+    assert.ok(h.eventsOf(first.address).every((r) => r.event === 'task:delta'));
+  });
+
+  for (const how of ['transport close', 'server disconnect'] as const) {
+    void it(`drops the running task on ${how}, reconnects and never replays its events`, async () => {
+      const h = await harness({ tokensPerSecond: 50, tokens: 1000 });
+      await until(() => h.sockets.length === 1, 'connection');
+      const task = await h.assign({ max_tokens: 2000 });
+      await until(() => h.eventsOf(task.address).length >= 2, 'deltas');
+      const old = h.current();
+      if (how === 'transport close') {
+        old.conn.close();
+      } else {
+        old.disconnect(true);
+      }
+      await until(
+        () => h.sockets.length === 2 && h.received.filter((r) => r.event === 'announce').length === 2,
+        'reconnect',
+      );
+      const reannounce = h.received.filter((r) => r.event === 'announce')[1].payload;
+      assert.equal(reannounce.running_task, null);
+      assert.equal(reannounce.available, true);
+      // Free for a new task on the new connection, and nothing of the old task arrives there.
+      const next = await h.assign({ max_tokens: 2 });
+      assert.deepEqual(next.ack, { accepted: true });
+      await until(() => h.eventsOf(next.address).some((r) => r.event === 'task:done'), 'task:done');
+      assert.ok(h.eventsOf(task.address).every((r) => r.socketId === old.id));
+      assert.ok(!h.eventsOf(task.address).some((r) => r.event !== 'task:delta'));
+    });
+  }
+
+  void it('exits 1 when the dispatcher refuses its token', async () => {
+    const h = await harness({}, `syd_${'b'.repeat(40)}`);
+    await until(() => h.exitCode() !== null, 'exit');
+    assert.equal(h.exitCode(), 1);
+    assert.equal(h.sockets.length, 0);
+  });
+
+  void it('on the first signal announces unavailable, finishes its task, then exits 0', async () => {
+    const h = await harness({ tokensPerSecond: 200, tokens: 40 });
+    await until(() => h.sockets.length === 1, 'connection');
+    const task = await h.assign();
+    await until(() => h.eventsOf(task.address).length >= 1, 'first delta');
+    h.agent.shutdown('SIGTERM');
+    await until(() => h.received.filter((r) => r.event === 'announce').length === 2, 'second announce');
+    assert.equal(h.received.filter((r) => r.event === 'announce')[1].payload.available, false);
+    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'shutting_down' });
+    await until(() => h.exitCode() !== null, 'exit');
+    assert.equal(h.exitCode(), 0);
+    const events = h.eventsOf(task.address);
+    assert.equal(events.at(-1)!.event, 'task:done');
+    assert.equal(events.length, 41);
+  });
+
+  void it('on the second signal ends its task with device_shutdown and exits 0', async () => {
+    const h = await harness({ tokensPerSecond: 50, tokens: 1000 });
+    await until(() => h.sockets.length === 1, 'connection');
+    const task = await h.assign({ max_tokens: 2000 });
+    await until(() => h.eventsOf(task.address).length >= 1, 'first delta');
+    h.agent.shutdown('SIGINT');
+    h.agent.shutdown('SIGINT');
+    await until(() => h.exitCode() !== null, 'exit');
+    assert.equal(h.exitCode(), 0);
+    await until(() => h.eventsOf(task.address).some((r) => r.event === 'task:error'), 'task:error');
+    const last = h.eventsOf(task.address).at(-1)!;
+    assert.equal(last.event, 'task:error');
+    assert.equal(last.payload.code, 'device_shutdown');
+    assert.ok(taskErrorSchema.safeParse(last.payload).success);
+  });
+
+  void it('backs off exponentially with jitter, capped at 10 s', () => {
+    assert.equal(
+      backoffDelay(0, () => 0.5),
+      500,
+    );
+    assert.equal(
+      backoffDelay(1, () => 0.5),
+      1000,
+    );
+    assert.equal(
+      backoffDelay(0, () => 0),
+      250,
+    );
+    assert.equal(
+      backoffDelay(0, () => 1),
+      750,
+    );
+    assert.equal(
+      backoffDelay(50, () => 1),
+      10_000,
+    );
+    assert.equal(
+      backoffDelay(50, () => 0),
+      5_000,
+    );
+  });
+});

@@ -1,0 +1,81 @@
+import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from '@app/common/protocol/chat';
+
+/** What a backend is asked to run: one assigned task, already validated by the api. */
+export interface BackendTask {
+  /** The public model id as the dispatcher assigned it (one of {@link Backend.models}). */
+  model: string;
+  params: ChatParams;
+}
+
+/** Where a backend writes its output; the agent turns each call into one `task:delta` event. */
+export interface DeltaSink {
+  /** Output for one or more choices; never called with an empty array. */
+  delta(choices: ChoiceDelta[]): void;
+}
+
+export interface BackendResult {
+  /** finish_reason per choice index. */
+  finish_reasons: FinishReason[];
+  /** Null when the runtime reports no token counts. */
+  usage: Usage | null;
+}
+
+/**
+ * A local runtime the agent serves tasks from (sim now; ollama and openai-compatible servers later).
+ * The agent runs at most one task at a time, so a backend need not be re-entrant.
+ */
+export interface Backend {
+  readonly name: string;
+  /** The features this backend supports, announced to the dispatcher, which routes accordingly. */
+  readonly features: Feature[];
+  /** The public model ids this device serves. */
+  models(): string[];
+  /**
+   * Runs one task to its end. Resolves with the finish reasons and usage; rejects with a
+   * {@link BackendError} (or any error, reported as `backend_error`). When `signal` aborts it must
+   * stop at once, call the sink no more and reject with {@link cancelledError}.
+   */
+  run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult>;
+}
+
+/** A failure the agent reports as `task:error` with this code (lowercase snake case, as the protocol requires). */
+export class BackendError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'BackendError';
+  }
+}
+
+/** The rejection of a cancelled run; named AbortError like the platform's, so either is recognised. */
+export function cancelledError(): BackendError {
+  const error = new BackendError('cancelled', 'the task was cancelled');
+  error.name = 'AbortError';
+  return error;
+}
+
+/** Whether an error is a cancellation (ours, or the platform's from an aborted fetch or timer). */
+export function isCancellation(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'AbortError' || (error as { code?: unknown }).code === 'cancelled');
+}
+
+/** Resolves after `ms`, or rejects with {@link cancelledError} as soon as `signal` aborts. */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(cancelledError());
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelledError());
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

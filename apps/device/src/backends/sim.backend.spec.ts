@@ -1,0 +1,312 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
+import { FEATURES } from '@app/common/protocol/chat';
+import type { BackendResult } from './backend';
+import type { SimOptions } from './sim.backend';
+import { SimBackend, tokenizeText } from './sim.backend';
+
+// No pacing: these tests check what is emitted, never when.
+const fast = (overrides: Partial<SimOptions> = {}) =>
+  new SimBackend({
+    models: ['sim-model'],
+    ttftMs: 0,
+    tokensPerSecond: 0,
+    tokens: 24,
+    features: [...FEATURES],
+    ...overrides,
+  });
+
+const params = (overrides: Partial<ChatParams> = {}): ChatParams => ({
+  messages: [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Tell me about the rail yard.' },
+  ],
+  max_tokens: 512,
+  ...overrides,
+});
+
+interface Run {
+  deltas: ChoiceDelta[][];
+  result: BackendResult;
+  /** Concatenated content per choice index. */
+  content: string[];
+}
+
+async function run(backend: SimBackend, p: ChatParams, signal = new AbortController().signal): Promise<Run> {
+  const deltas: ChoiceDelta[][] = [];
+  const result = await backend.run({ model: 'sim-model', params: p }, { delta: (c) => deltas.push(c) }, signal);
+  const content: string[] = [];
+  for (const choice of deltas.flat()) {
+    content[choice.index] = (content[choice.index] ?? '') + (choice.content ?? '');
+  }
+  return { deltas, result, content };
+}
+
+void describe('SimBackend', () => {
+  void it('replies deterministically, from the conversation', async () => {
+    const a = await run(fast(), params());
+    const b = await run(fast(), params());
+    assert.deepEqual(a.deltas, b.deltas);
+    assert.deepEqual(a.result, b.result);
+    assert.equal(a.content[0].split(' ').length, 24);
+    assert.equal(a.result.finish_reasons[0], 'stop');
+
+    const other = await run(fast(), params({ messages: [{ role: 'user', content: 'Something else entirely.' }] }));
+    assert.notEqual(other.content[0], a.content[0]);
+  });
+
+  void it('emits one word per delta, with a leading space after the first', async () => {
+    const { deltas } = await run(fast(), params());
+    assert.equal(deltas.length, 24);
+    deltas.forEach((d, i) => {
+      assert.equal(d.length, 1);
+      const text = d[0].content ?? '';
+      assert.match(text, i === 0 ? /^\S+$/ : /^ \S+$/);
+    });
+  });
+
+  void it('counts prompt words and emitted tokens in usage', async () => {
+    const { result } = await run(fast(), params());
+    // "You are terse." (3) + "Tell me about the rail yard." (6)
+    assert.deepEqual(result.usage, { prompt_tokens: 9, completion_tokens: 24, total_tokens: 33 });
+  });
+
+  void it('reports no usage without the stream_usage feature', async () => {
+    const { result } = await run(fast({ features: ['tools'] }), params());
+    assert.equal(result.usage, null);
+  });
+
+  void it('stops at max_tokens with finish_reason length', async () => {
+    const full = await run(fast(), params());
+    const cut = await run(fast(), params({ max_tokens: 5 }));
+    assert.equal(cut.deltas.length, 5);
+    assert.deepEqual(cut.result.finish_reasons, ['length']);
+    assert.equal(cut.result.usage?.completion_tokens, 5);
+    assert.ok(full.content[0].startsWith(cut.content[0]));
+  });
+
+  void it('finishes with stop when the reply fits max_tokens exactly', async () => {
+    const { result } = await run(fast(), params({ max_tokens: 24 }));
+    assert.deepEqual(result.finish_reasons, ['stop']);
+  });
+
+  void it('truncates before the first stop string', async () => {
+    const full = (await run(fast(), params())).content[0];
+    const words = full.split(' ');
+    // A stop string that begins inside a word, so the last emitted piece is a partial token.
+    const stop = words[6].slice(2) + ' ' + words[7];
+    const at = full.indexOf(stop);
+    assert.ok(at > 0);
+    const { content, result } = await run(fast(), params({ stop: ['never-appears', stop] }));
+    assert.equal(content[0], full.slice(0, at));
+    assert.ok(!content[0].includes(stop));
+    assert.deepEqual(result.finish_reasons, ['stop']);
+  });
+
+  void it('reports length when the stop string lies beyond max_tokens', async () => {
+    const full = (await run(fast(), params())).content[0];
+    const words = full.split(' ');
+    const stop = ` ${words[19]} ${words[20]}`;
+    assert.ok(full.indexOf(stop) >= words.slice(0, 3).join(' ').length);
+    const { result, deltas } = await run(fast(), params({ stop: [stop], max_tokens: 3 }));
+    assert.deepEqual(result.finish_reasons, ['length']);
+    assert.equal(deltas.length, 3);
+  });
+
+  void it('generates n choices, each with its own seed and finish reason', async () => {
+    const { deltas, result, content } = await run(fast(), params({ n: 3 }));
+    assert.equal(result.finish_reasons.length, 3);
+    assert.deepEqual([...new Set(deltas.flat().map((c) => c.index))].sort(), [0, 1, 2]);
+    assert.equal(new Set(content).size, 3);
+    assert.equal(result.usage?.completion_tokens, 72);
+    // Choice 0 of n=3 is the same reply as the single choice.
+    assert.equal(content[0], (await run(fast(), params())).content[0]);
+  });
+
+  void it('calls the first tool once, whole, with JSON arguments', async () => {
+    const tools: ChatParams['tools'] = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          parameters: {
+            type: 'object',
+            properties: {
+              city: { type: 'string' },
+              unit: { type: 'string', enum: ['c', 'f'] },
+              days: { type: 'integer', minimum: 1, maximum: 7 },
+            },
+            required: ['city'],
+          },
+        },
+      },
+      { type: 'function', function: { name: 'other_tool' } },
+    ];
+    const a = await run(fast(), params({ tools, tool_choice: 'auto' }));
+    const b = await run(fast(), params({ tools }));
+    assert.deepEqual(a.deltas, b.deltas);
+    const calls = a.deltas.flat().flatMap((c) => c.tool_calls ?? []);
+    assert.equal(calls.length, 1);
+    assert.equal(a.content[0] ?? '', '');
+    assert.match(calls[0].id, /^call_[0-9a-f]{24}$/);
+    assert.equal(calls[0].type, 'function');
+    assert.equal(calls[0].function.name, 'get_weather');
+    const args = JSON.parse(calls[0].function.arguments) as Record<string, unknown>;
+    assert.equal(typeof args.city, 'string');
+    assert.ok(args.unit === 'c' || args.unit === 'f');
+    assert.ok(Number.isInteger(args.days) && (args.days as number) >= 1 && (args.days as number) <= 7);
+    assert.deepEqual(a.result.finish_reasons, ['tool_calls']);
+    assert.ok((a.result.usage?.completion_tokens ?? 0) > 0);
+  });
+
+  void it('answers in words with tool_choice none, or after a tool result', async () => {
+    const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'lookup' } }];
+    const none = await run(fast(), params({ tools, tool_choice: 'none' }));
+    assert.deepEqual(none.result.finish_reasons, ['stop']);
+    assert.ok(none.content[0].length > 0);
+
+    const afterTool = await run(
+      fast(),
+      params({
+        tools,
+        messages: [
+          { role: 'user', content: 'look it up' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{}' } }],
+          },
+          { role: 'tool', content: '42', tool_call_id: 'call_1' },
+        ],
+      }),
+    );
+    assert.deepEqual(afterTool.result.finish_reasons, ['stop']);
+    const toolArgs = (await run(fast(), params({ tools }))).deltas.flat().find((c) => c.tool_calls)?.tool_calls?.[0];
+    assert.equal(toolArgs?.function.arguments, '{}');
+  });
+
+  void it('emits a valid JSON object for json_object, in several pieces', async () => {
+    const { content, deltas, result } = await run(fast(), params({ response_format: { type: 'json_object' } }));
+    assert.ok(deltas.length > 3);
+    const value = JSON.parse(content[0]) as unknown;
+    assert.equal(typeof value, 'object');
+    assert.equal(typeof (value as { reply?: unknown }).reply, 'string');
+    assert.deepEqual(result.finish_reasons, ['stop']);
+  });
+
+  void it('follows the schema for json_schema', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        title: { type: 'string' },
+        score: { type: 'number', minimum: 0, maximum: 1 },
+        tags: { type: 'array', items: { type: 'string' } },
+        done: { type: 'boolean' },
+        note: { type: ['string', 'null'] },
+      },
+      required: ['title', 'score', 'tags', 'done', 'note'],
+      additionalProperties: false,
+    };
+    const { content } = await run(
+      fast(),
+      params({ response_format: { type: 'json_schema', json_schema: { name: 'card', schema, strict: true } } }),
+    );
+    const value = JSON.parse(content[0]) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(value), ['title', 'score', 'tags', 'done', 'note']);
+    assert.equal(typeof value.title, 'string');
+    assert.ok(typeof value.score === 'number' && value.score >= 0 && value.score <= 1);
+    assert.ok(Array.isArray(value.tags) && value.tags.every((t) => typeof t === 'string'));
+    assert.equal(typeof value.done, 'boolean');
+    assert.equal(typeof value.note, 'string');
+  });
+
+  void it('attaches logprobs with the requested number of alternatives', async () => {
+    const plain = await run(fast(), params());
+    const { deltas } = await run(fast(), params({ logprobs: true, top_logprobs: 5 }));
+    assert.equal(deltas.length, plain.deltas.length);
+    for (const [choice] of deltas) {
+      assert.ok(choice.logprobs);
+      assert.equal(choice.logprobs.length, 1);
+      const [lp] = choice.logprobs;
+      assert.equal(lp.token, choice.content);
+      assert.ok(lp.logprob <= 0);
+      assert.deepEqual(lp.bytes, [...Buffer.from(lp.token, 'utf8')]);
+      assert.equal(lp.top_logprobs.length, 5);
+      assert.equal(new Set(lp.top_logprobs.map((t) => t.token)).size, 5);
+      for (let i = 1; i < lp.top_logprobs.length; i++) {
+        assert.ok(lp.top_logprobs[i].logprob <= lp.top_logprobs[i - 1].logprob);
+      }
+      assert.ok(lp.top_logprobs.every((t) => t.logprob <= 0));
+    }
+    // Asking for logprobs does not change the reply.
+    assert.deepEqual(
+      deltas.map(([c]) => c.content),
+      plain.deltas.map(([c]) => c.content),
+    );
+    const zero = await run(fast(), params({ logprobs: true }));
+    assert.ok(zero.deltas.every(([c]) => c.logprobs?.[0].top_logprobs.length === 0));
+  });
+
+  void it('reasons before it answers when reasoning_effort is set', async () => {
+    const { deltas, content } = await run(fast(), params({ reasoning_effort: 'low' }));
+    const kinds = deltas.map(([c]) => (c.reasoning !== undefined ? 'r' : 'c')).join('');
+    assert.match(kinds, /^r+c+$/);
+    assert.equal(content[0], (await run(fast(), params())).content[0]);
+  });
+
+  void it('stops at once and rejects with code cancelled when aborted', async () => {
+    // Paced so that the run is still going when the first delta arrives.
+    const backend = fast({ tokensPerSecond: 50, tokens: 1000 });
+    const controller = new AbortController();
+    const deltas: ChoiceDelta[][] = [];
+    let afterAbort = 0;
+    const running = backend.run(
+      { model: 'sim-model', params: params({ max_tokens: 2000 }) },
+      {
+        delta: (c) => {
+          if (controller.signal.aborted) {
+            afterAbort++;
+          }
+          deltas.push(c);
+          if (deltas.length === 2) {
+            controller.abort();
+          }
+        },
+      },
+      controller.signal,
+    );
+    await assert.rejects(running, (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'cancelled');
+      assert.equal(error.name, 'AbortError');
+      return true;
+    });
+    assert.equal(afterAbort, 0);
+    assert.equal(deltas.length, 2);
+
+    const aborted = new AbortController();
+    aborted.abort();
+    await assert.rejects(
+      backend.run({ model: 'sim-model', params: params() }, { delta: () => assert.fail('no delta') }, aborted.signal),
+      { code: 'cancelled' },
+    );
+  });
+
+  void it('rejects while waiting for the first token', async () => {
+    const backend = fast({ ttftMs: 60_000 });
+    const controller = new AbortController();
+    const running = backend.run(
+      { model: 'sim-model', params: params() },
+      { delta: () => assert.fail('no delta') },
+      controller.signal,
+    );
+    setImmediate(() => controller.abort());
+    await assert.rejects(running, { code: 'cancelled' });
+  });
+
+  void it('splits text into pieces that join back to it', () => {
+    for (const text of ['{"reply":"Relay the signal."}', 'a  b', ' lead', 'trail ', 'ünï cödé, ok']) {
+      assert.equal(tokenizeText(text).join(''), text);
+    }
+  });
+});

@@ -1,0 +1,33 @@
+import { createLogger } from '@app/common/logging/logger';
+import { DeviceAgent } from './agent';
+import { createBackend } from './backends';
+import { parseArgs } from './options';
+
+/**
+ * `npm run device -- --server <url> --token <syd_...> --backend sim --model <id>`: the device agent.
+ * Imports only the protocol, key-shape and logging modules of @app/common (not its index), so that the
+ * agent starts without loading Prisma, Nest or Redis, none of which a device needs.
+ */
+function main(): void {
+  const parsed = parseArgs(process.argv);
+  if (!parsed.ok) {
+    process.exit(parsed.exitCode);
+  }
+  const { options } = parsed;
+  const logger = createLogger('device', options.logLevel);
+  const agent = new DeviceAgent({
+    server: options.server,
+    token: options.token,
+    backend: createBackend(options.backend),
+    logger,
+    logContent: options.logContent,
+    onExit: (code) => process.exit(code),
+  });
+  // The first signal drains (the current task finishes), the second cancels it; see DeviceAgent.shutdown.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => agent.shutdown(signal));
+  }
+  agent.start();
+}
+
+main();

@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import {
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  http,
+  sleep,
+  startApi,
+  startDevice,
+  startDispatcher,
+  uniq,
+  waitTerminal,
+} from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+
+/** Client aborts: the job leaves the queue, or the device is told to stop; the task ends cancelled. */
+describe('client disconnects', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let tenant: Tenant;
+  let device: Proc;
+  const model = uniq('model');
+  const url = () => `${api.url}/v1/chat/completions`;
+
+  before(async () => {
+    [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
+    tenant = await createTenant([model]);
+    const { token } = await createDevice();
+    // Slow enough that aborts land before the first token, or mid-stream.
+    device = await startDevice(dispatcher, token, { models: [model], ttftMs: 1_500, tokensPerSecond: 10, tokens: 60 });
+  });
+
+  after(async () => {
+    await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop()]);
+    await closeDb();
+  });
+
+  const post = (body: object, signal: AbortSignal) =>
+    fetch(url(), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'a long story' }], ...body }),
+      signal,
+    });
+
+  async function latestTask() {
+    return db().task.findFirstOrThrow({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
+  }
+
+  async function waitStatus(status: string) {
+    for (let i = 0; i < 200; i++) {
+      const task = await db().task.findFirst({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
+      if (task?.status === status) {
+        return task;
+      }
+      await sleep(25);
+    }
+    throw new Error(`no task reached ${status}`);
+  }
+
+  async function assertDeviceFreeAgain() {
+    const res = await http('POST', url(), {
+      headers: { authorization: `Bearer ${tenant.key}` },
+      body: { model, max_tokens: 2, messages: [{ role: 'user', content: 'hello again' }] },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.choices[0].finish_reason, 'length');
+  }
+
+  it('during prompt evaluation (non-streamed): the device is told to cancel and the task ends cancelled', async () => {
+    const controller = new AbortController();
+    const pending = post({}, controller.signal).catch((e: Error) => e);
+    await waitStatus('assigned');
+    controller.abort();
+    assert.ok((await pending) instanceof Error);
+    const task = await waitTerminal((await latestTask()).address);
+    assert.equal(task.status, 'cancelled');
+    assert.equal(task.errorCode, 'client_disconnected');
+    assert.ok(task.deviceId, 'the task had reached a device');
+    await device.waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
+    await assertDeviceFreeAgain();
+  });
+
+  it('mid-stream: the device stops, the task ends cancelled with what was sent hashed', async () => {
+    const controller = new AbortController();
+    const res = await post({ stream: true }, controller.signal);
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('"content":" ') && !/"content":"[A-Za-z]/.test(text)) {
+      const { value } = await reader.read();
+      text += new TextDecoder().decode(value);
+    }
+    controller.abort();
+    const task = await waitTerminal((await latestTask()).address);
+    assert.equal(task.status, 'cancelled');
+    assert.ok(task.firstTokenAt, 'output had reached the client');
+    assert.match(task.outputSha256 ?? '', /^[0-9a-f]{64}$/);
+    await device.waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
+    await assertDeviceFreeAgain();
+  });
+
+  it('while queued: the job is removed and never reaches a device', async () => {
+    // Occupy the only device, then queue a second request and abandon it.
+    const busy = new AbortController();
+    const first = post({}, busy.signal).catch((e: Error) => e);
+    const busyTask = await waitStatus('assigned');
+    const controller = new AbortController();
+    const second = post({ messages: [{ role: 'user', content: 'queued one' }] }, controller.signal).catch(
+      (e: Error) => e,
+    );
+    const queued = await waitStatus('queued');
+    controller.abort();
+    await second;
+    const task = await waitTerminal(queued.address);
+    assert.equal(task.status, 'cancelled');
+    assert.equal(task.deviceId, null, 'no device ever had it');
+    assert.equal(task.attempts, 0);
+    busy.abort();
+    await first;
+    assert.equal((await waitTerminal(busyTask.address)).status, 'cancelled');
+    await assertDeviceFreeAgain();
+    assert.doesNotMatch(device.output, new RegExp(queued.address));
+  });
+});

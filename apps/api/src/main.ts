@@ -5,7 +5,6 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
 import { AppModule } from './app.module';
-import { sendError } from './common/all-exceptions.filter';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
 const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
@@ -29,8 +28,8 @@ async function bootstrap(): Promise<void> {
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
-  // Errors raised by Fastify itself (unparseable JSON, body too large) get the same shapes as ours.
-  fastify.setErrorHandler((error, request, reply) => sendError(reply, request, error, logger));
+  // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
+  // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).
   app.enableShutdownHooks();
   await app.listen(config.API_PORT, config.HOST);
   logger.info({ port: config.API_PORT }, 'api listening');

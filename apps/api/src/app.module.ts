@@ -12,6 +12,7 @@ import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { HealthController } from './health/health.controller';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
+import { OllamaController } from './ollama/ollama.controller';
 import { PresenceService } from './relay/presence.service';
 import { RelayService } from './relay/relay.service';
 import { TaskQueueService } from './relay/task-queue.service';
@@ -26,7 +27,14 @@ export class AppModule {
     return {
       module: AppModule,
       imports: [ConfigModule.forRoot(config), PrismaModule, RedisModule, PassportModule],
-      controllers: [HealthController, ModelsController, ChatCompletionsController, TasksController, AdminController],
+      controllers: [
+        HealthController,
+        ModelsController,
+        ChatCompletionsController,
+        OllamaController,
+        TasksController,
+        AdminController,
+      ],
       providers: [
         { provide: LOGGER, useValue: logger },
         ApiKeyService,

@@ -3,11 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
+import { AppError, PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
 import { AppModule } from './app.module';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
 const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
+const INVALID_JSON = 'We could not parse the JSON body of your request. The body must be valid JSON.';
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 async function bootstrap(): Promise<void> {
@@ -23,6 +24,8 @@ async function bootstrap(): Promise<void> {
   });
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, logger), adapter, {
     logger: new PinoNestLogger(logger),
+    // Body parsing is ours (below), the same for every content type.
+    bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
   fastify.addHook('onRequest', async (request, reply) => {
@@ -30,6 +33,19 @@ async function bootstrap(): Promise<void> {
   });
   // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
   // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).
+  // Bodies are JSON whatever their Content-Type says: Ollama's documented curl examples send none
+  // (curl then says application/x-www-form-urlencoded). Fastify's JSON parser refuses __proto__ and
+  // constructor.prototype keys; a body that is not JSON gets 400 invalid_json.
+  const json = fastify.getDefaultJsonParser('error', 'error');
+  fastify.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (req, body, done) => {
+    if (String(body).trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    json(req, String(body), (err, value) => {
+      done(err ? new AppError('invalid_json', INVALID_JSON) : null, value);
+    });
+  });
   app.enableShutdownHooks();
   await app.listen(config.API_PORT, config.HOST);
   logger.info({ port: config.API_PORT }, 'api listening');

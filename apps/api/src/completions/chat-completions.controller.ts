@@ -33,16 +33,9 @@ export class ChatCompletionsController {
       api: 'openai',
       stream: request.stream,
     });
-    // The client may have gone while the task was being created: then the close event has already fired.
-    if (reply.raw.destroyed) {
-      await this.relay.abandon(task);
+    if (!(await this.relay.follow(reply, task))) {
       return;
     }
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) {
-        void this.relay.abandon(task);
-      }
-    });
     const meta = {
       id: completionId(),
       created: task.created,

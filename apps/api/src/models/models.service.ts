@@ -20,13 +20,18 @@ const toObject = (m: { id: string; createdAt: Date; ownedBy: string }): ModelObj
 export class ModelsService {
   constructor(private readonly prisma: PrismaService) {}
 
-  async list(orgId: string): Promise<ModelObject[]> {
+  /** The catalog rows of the models enabled for the org. */
+  async listRows(orgId: string) {
     const rows = await this.prisma.client.orgModel.findMany({
       where: { orgId },
       include: { model: true },
       orderBy: { modelId: 'asc' },
     });
-    return rows.map((r) => toObject(r.model));
+    return rows.map((r) => r.model);
+  }
+
+  async list(orgId: string): Promise<ModelObject[]> {
+    return (await this.listRows(orgId)).map(toObject);
   }
 
   /** The model if it is enabled for the org; otherwise 404, whether or not it exists elsewhere. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import { APP_CONFIG, AppError, LOGGER, PrismaService, keys, requiredFeatures, taskAddress } from '@app/common';
 import type { AppConfig, ChatParams, Logger } from '@app/common';
@@ -187,6 +188,23 @@ export class RelayService {
         status: 504,
       });
     }
+  }
+
+  /**
+   * Ties the task to the client's connection: when it closes before the answer is complete, the
+   * task is abandoned. Returns false when the client left while the task was being created.
+   */
+  async follow(reply: FastifyReply, task: RelayedTask): Promise<boolean> {
+    if (reply.raw.destroyed) {
+      await this.abandon(task);
+      return false;
+    }
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) {
+        void this.abandon(task);
+      }
+    });
+    return true;
   }
 
   /** The client went away: remove the job if it still waits, else tell the dispatcher to stop the device. */

@@ -37,6 +37,7 @@ async function bootstrap(): Promise<void> {
   // (curl then says application/x-www-form-urlencoded). Fastify's JSON parser refuses __proto__ and
   // constructor.prototype keys; a body that is not JSON gets 400 invalid_json.
   const json = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (req, body, done) => {
     if (String(body).trim() === '') {
       done(null, undefined);

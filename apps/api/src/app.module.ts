@@ -13,6 +13,9 @@ import { HealthController } from './health/health.controller';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
 import { OllamaController } from './ollama/ollama.controller';
+import { LimitsService } from './limits/limits.service';
+import { MetricsController } from './metrics/metrics.controller';
+import { MetricsService } from './metrics/metrics.service';
 import { PresenceService } from './relay/presence.service';
 import { RelayService } from './relay/relay.service';
 import { TaskQueueService } from './relay/task-queue.service';
@@ -28,6 +31,7 @@ export class AppModule {
       module: AppModule,
       imports: [ConfigModule.forRoot(config), PrismaModule, RedisModule, PassportModule],
       controllers: [
+        MetricsController,
         HealthController,
         ModelsController,
         ChatCompletionsController,
@@ -37,6 +41,8 @@ export class AppModule {
       ],
       providers: [
         { provide: LOGGER, useValue: logger },
+        MetricsService,
+        LimitsService,
         ApiKeyService,
         BearerStrategy,
         ModelsService,

@@ -5,9 +5,9 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppError, PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
 import { AppModule } from './app.module';
+import { MetricsService } from './metrics/metrics.service';
+import { RelayService } from './relay/relay.service';
 
-/** Request bodies above this are refused with 413 before they are parsed. */
-const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
 const INVALID_JSON = 'We could not parse the JSON body of your request. The body must be valid JSON.';
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
@@ -15,7 +15,7 @@ async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger('api', config.LOG_LEVEL);
   const adapter = new FastifyAdapter({
-    bodyLimit: BODY_LIMIT_BYTES,
+    bodyLimit: config.BODY_LIMIT_BYTES,
     // A caller's request id is kept when it is sane, so that it can follow a request through logs.
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const given = req.headers['x-request-id'];
@@ -38,7 +38,7 @@ async function bootstrap(): Promise<void> {
   // constructor.prototype keys; a body that is not JSON gets 400 invalid_json.
   const json = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT_BYTES }, (req, body, done) => {
+  fastify.addContentTypeParser('*', { parseAs: 'string', bodyLimit: config.BODY_LIMIT_BYTES }, (req, body, done) => {
     if (String(body).trim() === '') {
       done(null, undefined);
       return;
@@ -47,9 +47,42 @@ async function bootstrap(): Promise<void> {
       done(err ? new AppError('invalid_json', INVALID_JSON) : null, value);
     });
   });
-  app.enableShutdownHooks();
+  const metrics = app.get(MetricsService);
+  fastify.addHook('onResponse', async (request, reply) => {
+    metrics.httpRequests.inc({
+      route: request.routeOptions.url ?? 'unmatched',
+      method: request.method,
+      status: String(reply.statusCode),
+    });
+  });
   await app.listen(config.API_PORT, config.HOST);
   logger.info({ port: config.API_PORT }, 'api listening');
+
+  // SIGTERM/SIGINT: stop taking connections, let requests in flight finish (SHUTDOWN_GRACE_MS), end
+  // the rest with an explicit error, then close everything.
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    logger.info({ signal, inFlight: app.get(RelayService).inFlight }, 'shutting down');
+    fastify.server.close();
+    fastify.server.closeIdleConnections();
+    void app
+      .get(RelayService)
+      .drain()
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
 }
 
 bootstrap().catch((error: unknown) => {

@@ -31,6 +31,22 @@ function buildProgram(run: (action: (admin: AdminService) => Promise<unknown>, n
     .description('list organizations')
     .action(() => run((a) => a.listOrgs()));
 
+  const limit = (value: string) => {
+    if (value === 'none') {
+      return null;
+    }
+    return positiveInt(value);
+  };
+  org
+    .command('limits <name>')
+    .description('set limits of an organization (a number, or none to remove a limit); no option shows them')
+    .option('--rpm <n|none>', 'requests per minute', limit)
+    .option('--concurrency <n|none>', 'requests at once', limit)
+    .option('--max-queued <n|none>', 'queued requests per model', limit)
+    .action((name: string, opts: { rpm?: number | null; concurrency?: number | null; maxQueued?: number | null }) =>
+      run((a) => a.setLimits(name, opts)),
+    );
+
   const key = program.command('key').description('API keys of an organization');
   key
     .command('create')

@@ -6,6 +6,8 @@ import { DeviceGateway } from './devices/device.gateway';
 import { DeviceRegistry } from './devices/device-registry.service';
 import { PresenceService } from './devices/presence.service';
 import { HealthController } from './health/health.controller';
+import { DispatcherMetrics } from './metrics/dispatcher-metrics.service';
+import { MetricsController } from './metrics/metrics.controller';
 import { TaskQueueService } from './queues/task-queue.service';
 import { redisProviders } from './redis.providers';
 import { DispatchService } from './relay/dispatch.service';
@@ -18,11 +20,12 @@ export class DispatcherModule {
     return {
       module: DispatcherModule,
       imports: [ConfigModule.forRoot(config), PrismaModule],
-      controllers: [HealthController],
+      controllers: [HealthController, MetricsController],
       providers: [
         { provide: LOGGER, useValue: logger },
         ...redisProviders,
         DeviceRegistry,
+        DispatcherMetrics,
         PresenceService,
         TaskQueueService,
         TaskRecordsService,

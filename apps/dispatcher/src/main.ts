@@ -5,6 +5,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
+import { DispatchService } from './relay/dispatch.service';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
@@ -14,10 +15,33 @@ async function bootstrap(): Promise<void> {
     new FastifyAdapter(),
     { logger: new PinoNestLogger(logger) },
   );
-  app.enableShutdownHooks();
   app.get(DeviceGateway).start();
   await app.listen(config.DISPATCHER_PORT, config.HOST);
   logger.info({ port: config.DISPATCHER_PORT }, 'dispatcher listening');
+
+  // SIGTERM/SIGINT: stop fetching jobs, let tasks in progress finish (SHUTDOWN_GRACE_MS), hand the
+  // rest back or fail them explicitly, then disconnect the devices (they reconnect elsewhere).
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    void app
+      .get(DispatchService)
+      .drain()
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
 }
 
 bootstrap().catch((error: unknown) => {

@@ -14,3 +14,4 @@ export type { Task, Organization, ApiKey, Device, Model } from './prisma/generat
 export * from './protocol/chat';
 export * from './protocol/device-protocol';
 export * from './queues/queues';
+export * from './metrics/metrics';

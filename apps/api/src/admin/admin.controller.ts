@@ -1,10 +1,15 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
 import { z } from 'zod';
 import { AdminService, PrismaService } from '@app/common';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
 
 const createOrgBody = z.strictObject({ name: z.string() });
+const limitsBody = z.strictObject({
+  rpm: z.number().int().nullable().optional(),
+  concurrency: z.number().int().nullable().optional(),
+  max_queued: z.number().int().nullable().optional(),
+});
 const createKeyBody = z.strictObject({ label: z.string().optional(), expires_in: z.string().optional() });
 const addModelBody = z.strictObject({
   id: z.string(),
@@ -36,6 +41,13 @@ export class AdminController {
   @Post('orgs')
   createOrg(@Body() body: unknown) {
     return this.admin.createOrg(parseInput(createOrgBody, body ?? {}).name);
+  }
+
+  /** Sets limits: a number, or null to remove one; fields left out keep their value. */
+  @Patch('orgs/:org')
+  setLimits(@Param('org') org: string, @Body() body: unknown) {
+    const input = parseInput(limitsBody, body ?? {});
+    return this.admin.setLimits(org, { rpm: input.rpm, concurrency: input.concurrency, maxQueued: input.max_queued });
   }
 
   @Get('orgs/:org/keys')

@@ -50,7 +50,15 @@ export class ApiKeyService {
   private async lookup(hash: string, now: number): Promise<CacheEntry> {
     const row = await this.prisma.client.apiKey.findUnique({ where: { hash }, include: { org: true } });
     const entry: CacheEntry = {
-      context: row && !row.revokedAt ? { orgId: row.orgId, orgName: row.org.name, apiKeyId: row.id } : null,
+      context:
+        row && !row.revokedAt
+          ? {
+              orgId: row.orgId,
+              orgName: row.org.name,
+              apiKeyId: row.id,
+              limits: { rpm: row.org.rpmLimit, concurrency: row.org.concurrencyLimit, maxQueued: row.org.maxQueued },
+            }
+          : null,
       expiresAt: row?.expiresAt?.getTime() ?? null,
       cachedAt: now,
     };

@@ -1,11 +1,14 @@
 import { createParamDecorator } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
+import type { OrgLimits } from '../limits/limits.service';
 
 /** Who is calling: set on the request by the auth guard for every `api_key` route. */
 export interface AuthContext {
   orgId: string;
   orgName: string;
   apiKeyId: string;
+  /** The org's limits, as of the last key lookup (at most half a second old). */
+  limits: OrgLimits;
 }
 
 /** Injects the caller's {@link AuthContext} into a handler. */

@@ -8,6 +8,7 @@ import { APP_CONFIG, AppError } from '@app/common';
 import type { AppConfig } from '@app/common';
 import { ACCESS_KEY } from './access.decorator';
 import type { Access } from './access.decorator';
+import { LimitsService } from '../limits/limits.service';
 import { ApiKeyService, invalidApiKey } from './api-key.service';
 import type { AuthContext } from './auth-context';
 
@@ -24,6 +25,7 @@ export class AuthGuard extends PassportAuthGuard('bearer') {
   constructor(
     private readonly reflector: Reflector,
     private readonly keys: ApiKeyService,
+    private readonly limits: LimitsService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     super();
@@ -42,15 +44,30 @@ export class AuthGuard extends PassportAuthGuard('bearer') {
         this.checkAdmin(request);
         return true;
       case 'api_key': {
-        const authorization = request.headers.authorization;
-        const headerKey = request.headers['x-api-key'];
-        if (!/^bearer\s/i.test(authorization ?? '') && typeof headerKey === 'string') {
-          request.user = await this.keys.authenticate(headerKey.trim());
-          return true;
+        await this.limits.checkAuthAllowed(request.ip);
+        try {
+          return await this.authenticate(context, request);
+        } catch (error) {
+          if (error instanceof AppError && error.code === 'invalid_api_key') {
+            await this.limits.recordAuthFailure(request.ip);
+          }
+          throw error;
         }
-        return (await super.canActivate(context)) as boolean;
       }
     }
+  }
+
+  private async authenticate(
+    context: ExecutionContext,
+    request: FastifyRequest & { user?: AuthContext },
+  ): Promise<boolean> {
+    const authorization = request.headers.authorization;
+    const headerKey = request.headers['x-api-key'];
+    if (!/^bearer\s/i.test(authorization ?? '') && typeof headerKey === 'string') {
+      request.user = await this.keys.authenticate(headerKey.trim());
+      return true;
+    }
+    return (await super.canActivate(context)) as boolean;
   }
 
   override handleRequest<TUser = AuthContext>(err: unknown, user: unknown): TUser {

@@ -25,14 +25,19 @@ export class ChatCompletionsController {
     if (request.ignored.length > 0) {
       void reply.header('x-switchyard-ignored-params', request.ignored.join(','));
     }
-    const task = await this.relay.start(caller, {
-      model: request.model,
-      mode: request.mode,
-      params: request.params,
-      includeUsage: request.includeUsage,
-      api: 'openai',
-      stream: request.stream,
-    });
+    const task = await this.relay.start(
+      caller,
+      {
+        model: request.model,
+        mode: request.mode,
+        params: request.params,
+        includeUsage: request.includeUsage,
+        api: 'openai',
+        stream: request.stream,
+        requestId: reply.request.id,
+      },
+      reply,
+    );
     if (!(await this.relay.follow(reply, task))) {
       return;
     }

@@ -64,14 +64,19 @@ export class OllamaController {
     if (request.ignored.length > 0) {
       void reply.header('x-switchyard-ignored-params', request.ignored.join(','));
     }
-    const task = await this.relay.start(caller, {
-      model: request.model,
-      mode: request.mode,
-      params: request.params,
-      includeUsage: false,
-      api: 'ollama',
-      stream: request.stream,
-    });
+    const task = await this.relay.start(
+      caller,
+      {
+        model: request.model,
+        mode: request.mode,
+        params: request.params,
+        includeUsage: false,
+        api: 'ollama',
+        stream: request.stream,
+        requestId: reply.request.id,
+      },
+      reply,
+    );
     if (!(await this.relay.follow(reply, task))) {
       return;
     }

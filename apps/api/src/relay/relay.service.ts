@@ -3,8 +3,11 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import { APP_CONFIG, AppError, LOGGER, PrismaService, keys, requiredFeatures, taskAddress } from '@app/common';
-import type { AppConfig, ChatParams, Logger } from '@app/common';
+import type { AppConfig, ChatParams, Logger, TaskEvent } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
+import { LimitsService } from '../limits/limits.service';
+import type { Slot } from '../limits/limits.service';
+import { MetricsService } from '../metrics/metrics.service';
 import { ModelsService } from '../models/models.service';
 import { REDIS } from '../redis/redis.module';
 import { PresenceService } from './presence.service';
@@ -19,27 +22,77 @@ export interface RelayRequest {
   includeUsage: boolean;
   api: 'openai' | 'ollama';
   stream: boolean;
+  requestId: string;
+}
+
+/** What the api holds for a task while it is in flight: timers, limit slots, timings for metrics. */
+interface Flight {
+  task: RelayedTask;
+  api: 'openai' | 'ollama';
+  startedAt: number;
+  enqueuedAt: number;
+  firstOutputAt: number | null;
+  queueTimer: NodeJS.Timeout | null;
+  idleTimer: NodeJS.Timeout | null;
+  streamTimer: NodeJS.Timeout;
+  unsubscribe: () => void;
+  concurrency: Slot;
+  queued: Slot;
+  done: boolean;
 }
 
 /**
- * The api's half of the relay, shared by the OpenAI and Ollama routes: check the model, choose a
- * pool, write the task row, enqueue, then follow the task's event stream until it ends; and end it
- * when the client leaves or nobody takes it in time.
+ * The api's half of the relay, shared by the OpenAI and Ollama routes: limits, model check, pool
+ * choice, the task row, the job; then the task's event stream until it ends. It also ends tasks
+ * itself: when the client leaves, when nobody takes them in time, when a device falls silent, when
+ * they outlive MAX_STREAM_MS, and when the api shuts down.
  */
 @Injectable()
 export class RelayService {
+  private readonly flights = new Map<RelayedTask, Flight>();
+  private draining = false;
+
   constructor(
     private readonly prisma: PrismaService,
     private readonly models: ModelsService,
     private readonly presence: PresenceService,
     private readonly queue: TaskQueueService,
     private readonly reader: TaskStreamReader,
+    private readonly limits: LimitsService,
+    private readonly metrics: MetricsService,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async start(caller: AuthContext, request: RelayRequest): Promise<RelayedTask> {
+  /** Request caps that do not depend on the model. */
+  private checkCaps(params: ChatParams): void {
+    if (params.messages.length > this.config.MAX_MESSAGES) {
+      throw new AppError(
+        'invalid_request',
+        `Too many messages: at most ${this.config.MAX_MESSAGES} per request.`,
+        'messages',
+      );
+    }
+    const chars = params.messages.reduce((n, m) => n + (m.content?.length ?? 0), 0);
+    if (chars > this.config.MAX_INPUT_CHARS) {
+      throw new AppError(
+        'invalid_request',
+        `The messages are too long: at most ${this.config.MAX_INPUT_CHARS} characters in all.`,
+        'messages',
+      );
+    }
+  }
+
+  /**
+   * Starts a task, or throws the error the client gets. The org's rate-limit headers are set on the
+   * reply as soon as they are known, so that they also come with a later error.
+   */
+  async start(caller: AuthContext, request: RelayRequest, reply: FastifyReply): Promise<RelayedTask> {
+    if (this.draining) {
+      throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
+    }
+    this.checkCaps(request.params);
     const model = await this.models.get(caller.orgId, request.model);
     const params: ChatParams = {
       ...request.params,
@@ -50,29 +103,53 @@ export class RelayService {
     };
     const requires = requiredFeatures(params, request.includeUsage);
     const route = await this.presence.route(caller.orgId, model.id, request.mode, requires);
+    void reply.headers(await this.limits.takeRequest(caller.orgId, caller.limits));
     const id = randomUUID();
+    const concurrency = await this.limits.takeConcurrency(caller.orgId, caller.limits, id);
+    let queued: Slot;
+    try {
+      queued = await this.limits.takeQueued(caller.orgId, caller.limits, model.id, id);
+    } catch (error) {
+      concurrency.release();
+      throw error;
+    }
     const address = taskAddress(route.mode, id);
-    await this.prisma.client.task.create({
-      data: {
-        id,
-        address,
-        orgId: caller.orgId,
-        apiKeyId: caller.apiKeyId,
-        modelId: model.id,
-        mode: route.mode,
-        api: request.api,
-        stream: request.stream,
-      },
-    });
+    try {
+      await this.prisma.client.task.create({
+        data: {
+          id,
+          address,
+          orgId: caller.orgId,
+          apiKeyId: caller.apiKeyId,
+          modelId: model.id,
+          mode: route.mode,
+          api: request.api,
+          stream: request.stream,
+        },
+      });
+    } catch (error) {
+      concurrency.release();
+      queued.release();
+      throw error;
+    }
     const task = new RelayedTask(id, address, route.mode, model.id, route.pool);
-    const unsubscribe = this.reader.subscribe(id, (event) => this.onEvent(task, event));
-    const timers = this.watch(task);
-    const cleanup = () => {
-      unsubscribe();
-      timers.clear();
-      void this.redis.del(keys.taskStream(id)).catch(() => undefined);
+    const now = performance.now();
+    const flight: Flight = {
+      task,
+      api: request.api,
+      startedAt: now,
+      enqueuedAt: now,
+      firstOutputAt: null,
+      queueTimer: null,
+      idleTimer: null,
+      streamTimer: setTimeout(() => void this.onStreamTimeout(flight), this.config.MAX_STREAM_MS),
+      unsubscribe: this.reader.subscribe(id, (event) => this.onEvent(flight, event)),
+      concurrency,
+      queued,
+      done: false,
     };
-    this.cleanups.set(task, cleanup);
+    this.flights.set(task, flight);
+    this.armQueueTimer(flight);
     try {
       await this.queue.enqueue({
         v: 1,
@@ -83,111 +160,160 @@ export class RelayService {
         pool: route.pool,
         params,
         requires,
+        requestId: request.requestId,
         deadline: Date.now() + this.config.QUEUE_TIMEOUT_MS,
       });
     } catch (error) {
-      cleanup();
+      this.finish(flight, 'service_unavailable');
       await this.end(id, 'failed', 'service_unavailable');
-      this.logger.error({ err: error, task: address }, 'enqueue failed');
+      this.logger.error({ err: error, task: address, requestId: request.requestId }, 'enqueue failed');
       throw new AppError('service_unavailable', 'The request could not be queued. Try again shortly.');
     }
     return task;
   }
 
-  private readonly cleanups = new WeakMap<RelayedTask, () => void>();
-
-  private onEvent(task: RelayedTask, event: import('@app/common').TaskEvent): void {
-    if (event.type === 'assigned') {
-      task.state = 'assigned';
-    } else if (event.type === 'requeued') {
-      task.state = 'queued';
+  private onEvent(flight: Flight, event: TaskEvent): void {
+    const { task } = flight;
+    const now = performance.now();
+    switch (event.type) {
+      case 'assigned':
+        if (task.state === 'queued') {
+          this.metrics.queueWait.observe({ model: task.model }, (now - flight.enqueuedAt) / 1000);
+        }
+        task.state = 'assigned';
+        flight.queued.release();
+        this.clearQueueTimer(flight);
+        this.armIdleTimer(flight);
+        break;
+      case 'requeued':
+        task.state = 'queued';
+        flight.enqueuedAt = now;
+        this.clearIdleTimer(flight);
+        this.armQueueTimer(flight);
+        break;
+      case 'delta':
+        if (flight.firstOutputAt === null) {
+          flight.firstOutputAt = now;
+          this.metrics.timeToFirstToken.observe(
+            { model: task.model, api: flight.api },
+            (now - flight.startedAt) / 1000,
+          );
+        }
+        this.armIdleTimer(flight);
+        break;
+      case 'done': {
+        const tokens = event.usage?.completion_tokens;
+        const seconds = flight.firstOutputAt === null ? 0 : (now - flight.firstOutputAt) / 1000;
+        if (tokens && seconds > 0) {
+          this.metrics.tokensPerSecond.observe({ model: task.model }, tokens / seconds);
+        }
+        break;
+      }
+      case 'error':
+        break;
     }
     task.push(event);
-    this.touch.get(task)?.(event.type);
-    if (task.ended) {
-      this.cleanups.get(task)?.();
+    if (event.type === 'done') {
+      this.finish(flight, 'completed');
+    } else if (event.type === 'error') {
+      this.finish(flight, event.code);
     }
   }
 
-  private readonly touch = new WeakMap<RelayedTask, (type: string) => void>();
-
-  /**
-   * The api's own deadlines: QUEUE_TIMEOUT_MS waiting for a device (restarted when a device drops the
-   * task before output), and TASK_IDLE_TIMEOUT_MS without any event once a device has it, which ends
-   * a task whose dispatcher vanished without any other to recover it.
-   */
-  private watch(task: RelayedTask) {
-    let queueTimer: NodeJS.Timeout | null = null;
-    let idleTimer: NodeJS.Timeout | null = null;
-    const armQueue = () => {
-      queueTimer = setTimeout(() => void this.onQueueTimeout(task), this.config.QUEUE_TIMEOUT_MS);
-    };
-    const armIdle = () => {
-      if (idleTimer) {
-        clearTimeout(idleTimer);
-      }
-      idleTimer = setTimeout(() => void this.onIdleTimeout(task), this.config.TASK_IDLE_TIMEOUT_MS);
-    };
-    armQueue();
-    this.touch.set(task, (type) => {
-      if (type === 'assigned' && queueTimer) {
-        clearTimeout(queueTimer);
-        queueTimer = null;
-      }
-      if (type === 'requeued') {
-        if (idleTimer) {
-          clearTimeout(idleTimer);
-          idleTimer = null;
-        }
-        if (!queueTimer) {
-          armQueue();
-        }
-        return;
-      }
-      if (task.state === 'assigned') {
-        armIdle();
-      }
-    });
-    return {
-      clear: () => {
-        if (queueTimer) {
-          clearTimeout(queueTimer);
-        }
-        if (idleTimer) {
-          clearTimeout(idleTimer);
-        }
-      },
-    };
-  }
-
-  private async onQueueTimeout(task: RelayedTask): Promise<void> {
-    if (task.ended || task.state !== 'queued') {
+  /** Releases everything a task holds, once. */
+  private finish(flight: Flight, outcome: string): void {
+    if (flight.done) {
       return;
     }
-    if (await this.end(task.taskId, 'timed_out', 'queue_timeout', 'queued')) {
-      await this.queue.remove(task.model, task.pool, task.taskId);
-      this.onEvent(task, {
-        type: 'error',
-        code: 'queue_timeout',
-        message: `No device took the request within ${this.config.QUEUE_TIMEOUT_MS} ms: every device serving '${task.model}' is busy. Try again later.`,
-        status: 503,
-      });
+    flight.done = true;
+    this.metrics.tasks.inc({ outcome, api: flight.api });
+    flight.unsubscribe();
+    this.clearQueueTimer(flight);
+    this.clearIdleTimer(flight);
+    clearTimeout(flight.streamTimer);
+    flight.concurrency.release();
+    flight.queued.release();
+    this.flights.delete(flight.task);
+    void this.redis.del(keys.taskStream(flight.task.taskId)).catch(() => undefined);
+  }
+
+  private armQueueTimer(flight: Flight): void {
+    this.clearQueueTimer(flight);
+    flight.queueTimer = setTimeout(() => void this.onQueueTimeout(flight), this.config.QUEUE_TIMEOUT_MS);
+  }
+
+  private clearQueueTimer(flight: Flight): void {
+    if (flight.queueTimer) {
+      clearTimeout(flight.queueTimer);
+      flight.queueTimer = null;
     }
   }
 
-  private async onIdleTimeout(task: RelayedTask): Promise<void> {
-    if (task.ended) {
+  /** Once a device has the task, any event resets the silence deadline (TASK_IDLE_TIMEOUT_MS). */
+  private armIdleTimer(flight: Flight): void {
+    this.clearIdleTimer(flight);
+    flight.idleTimer = setTimeout(() => void this.onIdleTimeout(flight), this.config.TASK_IDLE_TIMEOUT_MS);
+  }
+
+  private clearIdleTimer(flight: Flight): void {
+    if (flight.idleTimer) {
+      clearTimeout(flight.idleTimer);
+      flight.idleTimer = null;
+    }
+  }
+
+  /** Ends the task with an error the api decided, if nothing else ended it first. */
+  private async failFlight(
+    flight: Flight,
+    status: 'failed' | 'cancelled' | 'timed_out',
+    code: string,
+    httpStatus: number,
+    message: string,
+    onlyFrom?: 'queued',
+  ): Promise<void> {
+    if (flight.done || !(await this.end(flight.task.taskId, status, code, onlyFrom))) {
       return;
     }
-    if (await this.end(task.taskId, 'timed_out', 'device_timeout')) {
-      await this.queue.cancelRunning(task.taskId);
-      this.onEvent(task, {
-        type: 'error',
-        code: 'device_timeout',
-        message: `The device sent nothing for ${this.config.TASK_IDLE_TIMEOUT_MS} ms.`,
-        status: 504,
-      });
+    if (onlyFrom === 'queued') {
+      await this.queue.remove(flight.task.model, flight.task.pool, flight.task.taskId);
+    } else {
+      await this.queue.cancelRunning(flight.task.taskId);
     }
+    this.onEvent(flight, { type: 'error', code, message, status: httpStatus });
+  }
+
+  private async onQueueTimeout(flight: Flight): Promise<void> {
+    if (flight.task.state !== 'queued') {
+      return;
+    }
+    await this.failFlight(
+      flight,
+      'timed_out',
+      'queue_timeout',
+      503,
+      `No device took the request within ${this.config.QUEUE_TIMEOUT_MS} ms: every device serving '${flight.task.model}' is busy. Try again later.`,
+      'queued',
+    );
+  }
+
+  private async onIdleTimeout(flight: Flight): Promise<void> {
+    await this.failFlight(
+      flight,
+      'timed_out',
+      'device_timeout',
+      504,
+      `The device sent nothing for ${this.config.TASK_IDLE_TIMEOUT_MS} ms.`,
+    );
+  }
+
+  private async onStreamTimeout(flight: Flight): Promise<void> {
+    await this.failFlight(
+      flight,
+      'timed_out',
+      'stream_timeout',
+      504,
+      `The request did not finish within ${this.config.MAX_STREAM_MS} ms.`,
+    );
   }
 
   /**
@@ -209,17 +335,45 @@ export class RelayService {
 
   /** The client went away: remove the job if it still waits, else tell the dispatcher to stop the device. */
   async abandon(task: RelayedTask): Promise<void> {
-    if (task.ended || task.abandoned) {
+    const flight = this.flights.get(task);
+    if (!flight || task.ended || task.abandoned) {
       return;
     }
     task.abandoned = true;
     task.wake();
-    this.cleanups.get(task)?.();
+    this.finish(flight, 'cancelled');
     if (await this.end(task.taskId, 'cancelled', 'client_disconnected', 'queued')) {
       await this.queue.remove(task.model, task.pool, task.taskId);
-    } else {
+    } else if (await this.end(task.taskId, 'cancelled', 'client_disconnected')) {
       await this.queue.cancelRunning(task.taskId);
     }
+  }
+
+  /**
+   * Shutdown: refuse new requests, give the ones in flight SHUTDOWN_GRACE_MS to finish, then end
+   * the rest with an explicit error (their clients get it; their devices are told to stop).
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    const deadline = Date.now() + this.config.SHUTDOWN_GRACE_MS;
+    while (this.flights.size > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await Promise.all(
+      [...this.flights.values()].map((flight) =>
+        this.failFlight(
+          flight,
+          'failed',
+          'server_shutdown',
+          503,
+          'The server shut down before the answer was complete.',
+        ),
+      ),
+    );
+  }
+
+  get inFlight(): number {
+    return this.flights.size;
   }
 
   /** Conditionally ends a task; returns whether this call ended it. */

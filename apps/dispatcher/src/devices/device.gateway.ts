@@ -17,6 +17,7 @@ import {
   taskErrorSchema,
 } from '@app/common';
 import type { AppConfig, DeviceSocketData, DeviceToServerEvents, Logger, ServerToDeviceEvents } from '@app/common';
+import { DispatcherMetrics } from '../metrics/dispatcher-metrics.service';
 import { DispatchService } from '../relay/dispatch.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceSession } from './device-session';
@@ -46,6 +47,7 @@ export class DeviceGateway implements OnApplicationShutdown {
     private readonly registry: DeviceRegistry,
     private readonly presence: PresenceService,
     private readonly dispatch: DispatchService,
+    private readonly metrics: DispatcherMetrics,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -172,6 +174,7 @@ export class DeviceGateway implements OnApplicationShutdown {
   private validate<T>(session: DeviceSession, schema: z.ZodType<T>, raw: unknown, event: string): T | null {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
+      this.metrics.invalidEvents.inc({ reason: 'malformed' });
       this.logger.warn(
         { deviceId: session.id, event, issue: parsed.error.issues[0]?.message, path: parsed.error.issues[0]?.path },
         'invalid event from device: ignored',

@@ -47,6 +47,16 @@ export class TaskQueueService implements OnModuleDestroy {
     return this.worker(queue).getNextJob(token, { block: false });
   }
 
+  /** Waiting jobs per queue this dispatcher has a worker for. */
+  async depths(): Promise<[string, number][]> {
+    return Promise.all(
+      [...this.workers.keys()].map(async (queue): Promise<[string, number]> => {
+        const waiting = await this.redis.llen(`${QUEUE_PREFIX}:${queue}:wait`).catch(() => 0);
+        return [queue, waiting];
+      }),
+    );
+  }
+
   /** Tells every dispatcher that a queue has a job again (after a requeue). */
   async nudge(queue: string): Promise<void> {
     await this.redis.publish(keys.jobsChannel, queue);

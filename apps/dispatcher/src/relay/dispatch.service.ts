@@ -10,6 +10,7 @@ import type { ActiveTask, DeviceSession } from '../devices/device-session';
 import { TaskQueueService } from '../queues/task-queue.service';
 import { SUB_REDIS } from '../redis.providers';
 import { TaskRecordsService } from '../tasks/task-records.service';
+import { DispatcherMetrics } from '../metrics/dispatcher-metrics.service';
 import { TaskStreamService } from './task-stream.service';
 
 /** A safety net for nudges lost on the way (Pub/Sub does not persist): idle devices look again this often. */
@@ -22,12 +23,15 @@ const SWEEP_INTERVAL_MS = 1_000;
 @Injectable()
 export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private sweepTimer: NodeJS.Timeout | null = null;
+  /** Set at shutdown: no more jobs are fetched. */
+  private draining = false;
 
   constructor(
     private readonly registry: DeviceRegistry,
     private readonly queues: TaskQueueService,
     private readonly records: TaskRecordsService,
     private readonly stream: TaskStreamService,
+    private readonly metrics: DispatcherMetrics,
     @Inject(SUB_REDIS) private readonly sub: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -69,7 +73,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
 
   /** Looks for a job for an idle device. At most one fetch per device is under way. */
   kick(device: DeviceSession): void {
-    if (!device.idle || device.fetching) {
+    if (this.draining || !device.idle || device.fetching) {
       return;
     }
     device.fetching = true;
@@ -143,6 +147,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         model: data.model,
         attempt: claim.attempts,
         params: data.params,
+        ...(data.requestId ? { request_id: data.requestId } : {}),
       });
       accepted = answer?.accepted === true;
     } catch {
@@ -152,11 +157,20 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       return true;
     }
     if (!accepted) {
-      this.logger.warn({ deviceId: device.id, task: data.taskAddress }, 'device did not accept the assignment');
+      this.metrics.assignments.inc({ result: 'refused' });
+      this.logger.warn(
+        { deviceId: device.id, task: data.taskAddress, requestId: data.requestId },
+        'device did not accept the assignment',
+      );
       await this.retryOrFail(device, active, 'no_ack');
       return false;
     }
     active.accepted = true;
+    this.metrics.assignments.inc({ result: 'accepted' });
+    this.logger.info(
+      { deviceId: device.id, task: data.taskAddress, requestId: data.requestId, attempt: claim.attempts },
+      'task assigned',
+    );
     await this.stream.append(data.taskId, { type: 'assigned', device_id: device.id, attempt: claim.attempts });
     return true;
   }
@@ -165,6 +179,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private activeFor(device: DeviceSession, address: string): ActiveTask | null {
     const task = device.task;
     if (!task || task.ended || task.address !== address) {
+      this.metrics.invalidEvents.inc({ reason: 'foreign_task' });
       this.logger.warn({ deviceId: device.id, task: address }, 'event for a task the device does not hold: ignored');
       return null;
     }
@@ -173,6 +188,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
 
   private checkSeq(device: DeviceSession, task: ActiveTask, seq: number): boolean {
     if (seq !== task.nextSeq) {
+      this.metrics.invalidEvents.inc({ reason: 'out_of_order' });
       this.logger.warn({ deviceId: device.id, task: task.address, seq, expected: task.nextSeq }, 'out-of-order event');
       return false;
     }
@@ -221,6 +237,11 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       usage: payload.usage,
     });
     await task.job.moveToCompleted('done', task.token, false).catch(() => undefined);
+    this.metrics.tasks.inc({ outcome: 'completed' });
+    this.logger.info(
+      { deviceId: device.id, task: task.address, requestId: task.job.data.requestId, usage: payload.usage },
+      'task completed',
+    );
     this.kick(device);
   }
 
@@ -240,6 +261,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     });
     task.job.discard();
     await task.job.moveToFailed(new Error(code), task.token, false).catch(() => undefined);
+    this.metrics.tasks.inc({ outcome: code });
     this.kick(device);
   }
 
@@ -253,6 +275,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       this.release(device, task);
       await this.records.end(task.taskId, 'failed', 'device_disconnected', task.output.digest('hex'));
       await this.stream.append(task.taskId, disconnectedMidAnswer());
+      this.metrics.tasks.inc({ outcome: 'device_disconnected' });
       task.job.discard();
       await task.job.moveToFailed(new Error('device_disconnected'), task.token, false).catch(() => undefined);
     } else {
@@ -265,6 +288,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     this.release(device, task);
     if (task.attempt < this.config.MAX_ATTEMPTS && (await this.records.requeue(task.taskId, device.id))) {
       await this.stream.append(task.taskId, { type: 'requeued', reason });
+      this.metrics.assignments.inc({ result: 'requeued' });
       await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
       await this.queues.nudge(task.queue);
       return;
@@ -276,6 +300,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         message: `No device could complete the request (${task.attempt} attempt(s)).`,
         status: 502,
       });
+      this.metrics.tasks.inc({ outcome: 'device_disconnected' });
     }
     task.job.discard();
     await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
@@ -291,15 +316,28 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     this.release(device, task);
     device.socket.emit('task:cancel', { task_address: task.address });
-    await this.records.end(
-      task.taskId,
-      'cancelled',
-      'client_disconnected',
-      task.firstTokenAt ? task.output.digest('hex') : null,
-    );
+    await this.records.cancelled(task.taskId, task.firstTokenAt ? task.output.digest('hex') : null);
     await task.job.moveToCompleted('cancelled', task.token, false).catch(() => undefined);
-    this.logger.info({ deviceId: device.id, task: task.address }, 'task cancelled by the client');
+    this.metrics.tasks.inc({ outcome: 'cancelled' });
+    this.logger.info(
+      { deviceId: device.id, task: task.address, requestId: task.job.data.requestId },
+      'task cancelled by the client',
+    );
     this.kick(device);
+  }
+
+  /**
+   * Shutdown: fetch nothing more, give the tasks in progress SHUTDOWN_GRACE_MS to finish, then
+   * treat their devices as gone (requeued when nothing was sent yet, else an explicit error).
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    const busy = () => [...this.registry.all()].filter((d) => d.task && !d.task.ended);
+    const deadline = Date.now() + this.config.SHUTDOWN_GRACE_MS;
+    while (busy().length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await Promise.all(busy().map((device) => this.onDisconnect(device)));
   }
 
   /** Detaches a task from its device (once). */

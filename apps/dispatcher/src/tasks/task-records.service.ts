@@ -63,6 +63,21 @@ export class TaskRecordsService {
     });
   }
 
+  /**
+   * A task the client abandoned: the api may have marked it cancelled already; this makes sure it is,
+   * and records the SHA-256 of what had been relayed.
+   */
+  async cancelled(taskId: string, outputSha256: string | null): Promise<void> {
+    await this.prisma.client.task.updateMany({
+      where: { id: taskId, status: { in: ['queued', 'assigned', 'streaming', 'cancelled'] } },
+      data: { status: 'cancelled', ...(outputSha256 ? { outputSha256 } : {}) },
+    });
+    await this.prisma.client.task.updateMany({
+      where: { id: taskId, status: 'cancelled', finishedAt: null },
+      data: { errorCode: 'client_disconnected', finishedAt: new Date() },
+    });
+  }
+
   /** Ends a task that is not yet terminal with an error status; returns whether this call ended it. */
   async end(
     taskId: string,

@@ -44,6 +44,12 @@ function check<T>(schema: z.ZodType<T>, value: unknown, param: string): T {
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
+const limitsJson = (o: { rpmLimit: number | null; concurrencyLimit: number | null; maxQueued: number | null }) => ({
+  rpm: o.rpmLimit,
+  concurrency: o.concurrencyLimit,
+  max_queued: o.maxQueued,
+});
+
 function isUniqueViolation(error: unknown): boolean {
   return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002';
 }
@@ -53,6 +59,15 @@ export interface CreateKeyInput {
   label?: string;
   expiresIn?: string;
 }
+
+/** New limits of an org: a number sets it, null removes it (unlimited), undefined leaves it as it is. */
+export interface LimitsInput {
+  rpm?: number | null;
+  concurrency?: number | null;
+  maxQueued?: number | null;
+}
+
+const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
 
 export interface AddModelInput {
   id: string;
@@ -89,6 +104,20 @@ export class AdminService {
     }
   }
 
+  /** Sets an org's limits (requests per minute, concurrent requests, queued jobs per model). */
+  async setLimits(orgName: string, input: LimitsInput) {
+    const data = {
+      ...(input.rpm !== undefined ? { rpmLimit: check(limitSchema, input.rpm, 'rpm') } : {}),
+      ...(input.concurrency !== undefined
+        ? { concurrencyLimit: check(limitSchema, input.concurrency, 'concurrency') }
+        : {}),
+      ...(input.maxQueued !== undefined ? { maxQueued: check(limitSchema, input.maxQueued, 'max_queued') } : {}),
+    };
+    const org = await this.orgByName(orgName);
+    const row = await this.db.organization.update({ where: { id: org.id }, data });
+    return { id: row.id, name: row.name, limits: limitsJson(row) };
+  }
+
   async listOrgs() {
     const orgs = await this.db.organization.findMany({
       orderBy: { name: 'asc' },
@@ -98,6 +127,7 @@ export class AdminService {
       id: o.id,
       name: o.name,
       created_at: iso(o.createdAt),
+      limits: limitsJson(o),
       active_keys: o._count.apiKeys,
       models: o._count.models,
       devices: o._count.devices,

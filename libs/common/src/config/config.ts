@@ -40,6 +40,19 @@ export const configSchema = z.object({
   DEVICE_INACTIVITY_MS: positiveMs(15_000),
   /** A task a device holds that produces no event for this long is ended (its dispatcher is gone). */
   TASK_IDLE_TIMEOUT_MS: positiveMs(120_000),
+  /** A request (queue wait included) that has not finished after this long is ended with 504 stream_timeout. */
+  MAX_STREAM_MS: positiveMs(600_000),
+  /** Request caps: messages per request, and characters of text across them. */
+  MAX_MESSAGES: z.coerce.number().int().min(1).default(1_000),
+  MAX_INPUT_CHARS: z.coerce.number().int().min(1).default(1_000_000),
+  /** Request bodies above this many bytes are refused with 413. */
+  BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1_024)
+    .default(4 * 1024 * 1024),
+  /** On SIGTERM, how long in-flight requests (api) and tasks (dispatcher) may take to finish. */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(30_000),
   /** How many devices may try a job before it fails (a device that drops before the first token). */
   MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -30,6 +30,8 @@ export const ERROR_STATUS = {
   no_device_available: 503,
   queue_timeout: 503,
   service_unavailable: 503,
+  server_shutdown: 503,
+  stream_timeout: 504,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -40,6 +40,8 @@ export interface AssignPayload {
   model: string;
   attempt: number;
   params: ChatParams;
+  /** The api's request id, so that one id follows a request through every log. */
+  request_id?: string;
 }
 
 export type AssignAck = { accepted: true } | { accepted: false; reason: string };

@@ -28,6 +28,8 @@ export interface ChatJobData {
   pool: string;
   params: ChatParams;
   requires: Feature[];
+  /** The api's request id, for logs. */
+  requestId?: string;
   /** Epoch ms after which the api has given up waiting (queue timeout). */
   deadline: number;
 }

@@ -49,7 +49,6 @@ describe('device failures', () => {
     const tenant = await createTenant([model]);
     const slow = await device(model, { ttftMs: 3_000, tokens: 4 });
     const pending = chat(tenant, model);
-    await slow.proc.waitFor(/task:assign|"attempt":1|assigned|accepted/i, 5_000).catch(() => undefined);
     // Make sure the task is on the slow device, then kill it and bring up a healthy one.
     let task = await db().task.findFirst({ where: { orgId: tenant.org.id } });
     for (let i = 0; i < 100 && task?.status !== 'assigned'; i++) {

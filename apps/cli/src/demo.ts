@@ -247,6 +247,8 @@ async function main(): Promise<void> {
         '150',
         '--sim-tokens-per-second',
         '25',
+        '--log-level',
+        env.LOG_LEVEL,
       ],
       { ...env, SWITCHYARD_DEVICE_TOKEN: state.deviceToken },
     );

@@ -31,20 +31,23 @@ function buildProgram(run: (action: (admin: AdminService) => Promise<unknown>, n
     .description('list organizations')
     .action(() => run((a) => a.listOrgs()));
 
-  const limit = (value: string) => {
-    if (value === 'none') {
-      return null;
-    }
-    return positiveInt(value);
-  };
+  // commander keeps a parsed null as '', so `none` is carried as 0 and turned into null below.
+  const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
+  const orNull = (value: number | undefined) => (value === 0 ? null : value);
   org
     .command('limits <name>')
     .description('set limits of an organization (a number, or none to remove a limit); no option shows them')
     .option('--rpm <n|none>', 'requests per minute', limit)
     .option('--concurrency <n|none>', 'requests at once', limit)
     .option('--max-queued <n|none>', 'queued requests per model', limit)
-    .action((name: string, opts: { rpm?: number | null; concurrency?: number | null; maxQueued?: number | null }) =>
-      run((a) => a.setLimits(name, opts)),
+    .action((name: string, opts: { rpm?: number; concurrency?: number; maxQueued?: number }) =>
+      run((a) =>
+        a.setLimits(name, {
+          rpm: orNull(opts.rpm),
+          concurrency: orNull(opts.concurrency),
+          maxQueued: orNull(opts.maxQueued),
+        }),
+      ),
     );
 
   const key = program.command('key').description('API keys of an organization');

@@ -31,6 +31,7 @@ async function bootstrap(): Promise<void> {
     void app
       .get(DispatchService)
       .drain()
+      .then(() => app.get(DeviceGateway).close())
       .then(() => app.close())
       .then(
         () => process.exit(0),

@@ -29,6 +29,25 @@ const CLIENT_ERRORS = {
     new AppError('unsupported_media_type', "Unsupported Content-Type: send the body as 'application/json'."),
 };
 
+/** Signs that Postgres or Redis is unreachable: the client gets 503 service_unavailable, not a 500. */
+const UNREACHABLE =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|Can't reach database|Connection terminated|timeout exceeded when trying to connect|Server has closed the connection/i;
+const UNREACHABLE_PRISMA_CODES = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
+
+function isDependencyDown(error: unknown, depth = 0): boolean {
+  if (!error || typeof error !== 'object' || depth > 4) {
+    return false;
+  }
+  const e = error as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown };
+  if (e.name === 'MaxRetriesPerRequestError' || (typeof e.code === 'string' && UNREACHABLE_PRISMA_CODES.has(e.code))) {
+    return true;
+  }
+  if (typeof e.message === 'string' && UNREACHABLE.test(e.message)) {
+    return true;
+  }
+  return isDependencyDown(e.cause, depth + 1);
+}
+
 function toAppError(error: unknown): AppError | null {
   if (error instanceof AppError) {
     return error;
@@ -47,6 +66,14 @@ function toAppError(error: unknown): AppError | null {
     }
     const code = (Object.keys(ERROR_STATUS) as ErrorCode[]).find((c) => ERROR_STATUS[c] === status);
     return code && status < 500 ? new AppError(code, error.message) : null;
+  }
+  if (isDependencyDown(error)) {
+    return new AppError(
+      'service_unavailable',
+      'Switchyard cannot reach its database or queue right now. Try again shortly.',
+      null,
+      { 'retry-after': '2' },
+    );
   }
   const fastifyCode = (error as { code?: unknown } | null)?.code;
   if (typeof fastifyCode === 'string' && fastifyCode in FASTIFY_CODES) {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { openAIError } from '@app/common';
 import type { ChoiceDelta, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common';
 
 const FINGERPRINT = 'fp_switchyard';
@@ -126,8 +127,8 @@ export class ChunkRenderer {
     return out + 'data: [DONE]\n\n';
   }
 
+  /** A failure after the stream started: the same error object as an HTTP error response would carry. */
   error(status: number, code: string, message: string): string {
-    const type = status >= 500 ? 'server_error' : 'invalid_request_error';
-    return `data: ${JSON.stringify({ error: { message, type, param: null, code } })}\n\n`;
+    return `data: ${JSON.stringify(openAIError(status, message, code))}\n\n`;
   }
 }

@@ -163,7 +163,8 @@ export class LimitsService {
 
   /** Refuses a client address that failed authentication too often in the last minute. */
   async checkAuthAllowed(address: string): Promise<void> {
-    const res = await this.authFailures.get(address);
+    // Fails open: with Redis unreachable, key checks (Postgres) still work for routes that need no Redis.
+    const res = await this.authFailures.get(address).catch(() => null);
     if (res && res.consumedPoints >= AUTH_FAILURES_PER_MINUTE) {
       throw this.tooMany(
         'auth_failures',

@@ -6,10 +6,19 @@ import type { AppConfig } from '@app/common';
 
 export const REDIS = Symbol('REDIS');
 
-/** The api's shared Redis connection for short commands. */
+/**
+ * The api's shared Redis connection for short commands. Without an offline queue, a command while
+ * Redis is unreachable fails at once, so the client gets a quick 503 instead of a hanging request.
+ */
 @Global()
 @Module({
-  providers: [{ provide: REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createRedis(c.REDIS_URL) }],
+  providers: [
+    {
+      provide: REDIS,
+      inject: [APP_CONFIG],
+      useFactory: (c: AppConfig) => createRedis(c.REDIS_URL, { enableOfflineQueue: false }),
+    },
+  ],
   exports: [REDIS],
 })
 export class RedisModule implements OnApplicationShutdown {

@@ -25,6 +25,9 @@ export interface RelayRequest {
   requestId: string;
 }
 
+/** How long the dispatcher has to end a cancelled task before the api ends it itself. */
+const CANCEL_FALLBACK_MS = 5_000;
+
 /** What the api holds for a task while it is in flight: timers, limit slots, timings for metrics. */
 interface Flight {
   task: RelayedTask;
@@ -344,9 +347,15 @@ export class RelayService {
     this.finish(flight, 'cancelled');
     if (await this.end(task.taskId, 'cancelled', 'client_disconnected', 'queued')) {
       await this.queue.remove(task.model, task.pool, task.taskId);
-    } else if (await this.end(task.taskId, 'cancelled', 'client_disconnected')) {
-      await this.queue.cancelRunning(task.taskId);
+      return;
     }
+    // A device has it: the dispatcher stops the device and ends the task with the hash of what was
+    // sent. Should no dispatcher answer (it died), the api ends it after a grace period.
+    await this.queue.cancelRunning(task.taskId);
+    setTimeout(
+      () => void this.end(task.taskId, 'cancelled', 'client_disconnected').catch(() => undefined),
+      CANCEL_FALLBACK_MS,
+    ).unref();
   }
 
   /**

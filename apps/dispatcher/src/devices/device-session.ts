@@ -36,6 +36,13 @@ export class DeviceSession {
   task: ActiveTask | null = null;
   /** A fetch for this device is under way (at most one at a time). */
   fetching = false;
+  /** Queues this device looks past until the given time (it drew a job there it cannot serve). */
+  private readonly skipped = new Map<string, number>();
+
+  skipQueue(queue: string, ms: number): void {
+    this.skipped.set(queue, Date.now() + ms);
+  }
+
   /** Rotates which of its queues a device asks first, so one busy model cannot starve the others. */
   private rotation = 0;
 
@@ -60,7 +67,8 @@ export class DeviceSession {
 
   /** The queues this device takes jobs from, starting at a rotating position. */
   queues(): string[] {
-    const all = [...this.models].map((m) => queueName(m, this.pool));
+    const now = Date.now();
+    const all = [...this.models].map((m) => queueName(m, this.pool)).filter((q) => (this.skipped.get(q) ?? 0) <= now);
     if (all.length === 0) {
       return all;
     }

@@ -26,9 +26,11 @@ import { PresenceService } from './presence.service';
 
 /** How often connected devices are checked for revocation (a revoked device is dropped within this). */
 const REVOCATION_CHECK_MS = 1_000;
-/** socket.io's own heartbeat: a silent device (frozen, network gone) is dropped within ping interval + timeout. */
+/**
+ * socket.io's own heartbeat: the server pings every PING_INTERVAL_MS and drops a device that has
+ * not answered within the rest of DEVICE_INACTIVITY_MS (frozen, network gone).
+ */
 const PING_INTERVAL_MS = 5_000;
-const PING_TIMEOUT_MS = 8_000;
 /** An event larger than this is refused by socket.io before it is parsed. */
 const MAX_EVENT_BYTES = 2 * 1024 * 1024;
 
@@ -59,7 +61,7 @@ export class DeviceGateway implements OnApplicationShutdown {
       {
         transports: ['websocket'],
         pingInterval: PING_INTERVAL_MS,
-        pingTimeout: PING_TIMEOUT_MS,
+        pingTimeout: Math.max(1_000, this.config.DEVICE_INACTIVITY_MS - PING_INTERVAL_MS),
         maxHttpBufferSize: MAX_EVENT_BYTES,
         serveClient: false,
       },
@@ -161,6 +163,9 @@ export class DeviceGateway implements OnApplicationShutdown {
 
   private async onGone(session: DeviceSession): Promise<void> {
     this.registry.remove(session);
+    void this.prisma.client.device
+      .update({ where: { id: session.id }, data: { lastSeenAt: new Date() } })
+      .catch(() => undefined);
     session.available = false;
     await Promise.all([
       this.presence.withdraw(session).catch(() => undefined),
@@ -202,13 +207,24 @@ export class DeviceGateway implements OnApplicationShutdown {
     }
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /**
+   * Disconnects every device (they reconnect to another dispatcher) and closes socket.io. Must run
+   * before the HTTP server closes, which would otherwise wait for the open WebSockets forever.
+   */
+  async close(): Promise<void> {
     if (this.revocationTimer) {
       clearInterval(this.revocationTimer);
+      this.revocationTimer = null;
     }
     const sessions = [...this.registry.all()];
     await Promise.all(sessions.map((s) => this.onGone(s)));
-    await new Promise<void>((resolve) => (this.io ? void this.io.close(() => resolve()) : resolve()));
+    const io = this.io;
+    this.io = null;
+    await new Promise<void>((resolve) => (io ? void io.close(() => resolve()) : resolve()));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.close();
   }
 }
 

@@ -15,6 +15,13 @@ import { TaskStreamService } from './task-stream.service';
 
 /** A safety net for nudges lost on the way (Pub/Sub does not persist): idle devices look again this often. */
 const SWEEP_INTERVAL_MS = 1_000;
+/** How long a device skips a queue after drawing a job it cannot serve. */
+const UNSUPPORTED_SKIP_MS = 2_000;
+/** Cancels that found no task here are remembered this long, for a claim that was in flight. */
+const CANCEL_MEMORY_MS = 60_000;
+/** How often orphaned tasks are looked for, and how far past their deadlines they must be. */
+const REAP_INTERVAL_MS = 30_000;
+const REAP_MARGIN_MS = 60_000;
 
 /**
  * Hands jobs to idle devices and relays what they send back: claim, assign, relay, finish, and the
@@ -23,6 +30,9 @@ const SWEEP_INTERVAL_MS = 1_000;
 @Injectable()
 export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private sweepTimer: NodeJS.Timeout | null = null;
+  private reapTimer: NodeJS.Timeout | null = null;
+  /** Task ids cancelled while no device here held them, with when to forget them. */
+  private readonly recentCancels = new Map<string, number>();
   /** Set at shutdown: no more jobs are fetched. */
   private draining = false;
 
@@ -48,11 +58,31 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     });
     this.sweepTimer = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
+    this.reapTimer = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
+    this.reapTimer.unref();
   }
 
   onApplicationShutdown(): void {
     if (this.sweepTimer) {
       clearInterval(this.sweepTimer);
+    }
+    if (this.reapTimer) {
+      clearInterval(this.reapTimer);
+    }
+  }
+
+  private async reap(): Promise<void> {
+    try {
+      const count = await this.records.reapOrphans(
+        this.config.QUEUE_TIMEOUT_MS,
+        this.config.MAX_STREAM_MS,
+        REAP_MARGIN_MS,
+      );
+      if (count > 0) {
+        this.logger.warn({ count }, 'ended orphaned tasks (their api instance was gone)');
+      }
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'orphan check failed');
     }
   }
 
@@ -64,6 +94,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private sweep(): void {
+    const now = Date.now();
+    for (const [taskId, until] of this.recentCancels) {
+      if (until < now) {
+        this.recentCancels.delete(taskId);
+      }
+    }
     for (const device of this.registry.all()) {
       if (device.idle) {
         this.kick(device);
@@ -104,8 +140,23 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private async assign(device: DeviceSession, queue: string, job: Job<ChatJobData>, token: string): Promise<boolean> {
     const data = job.data;
     if (!device.supports(data.requires)) {
-      // Another device of the queue supports it: give the job back for that one.
+      // Hand the job to an idle device here that can serve it; else put it back for another
+      // dispatcher's, and let this device look past that queue for a moment so it does not keep
+      // taking the same job (and starving the capable devices).
+      device.skipQueue(queue, UNSUPPORTED_SKIP_MS);
+      const capable = this.registry
+        .idleFor(queue)
+        .find((d) => d !== device && d.supports(data.requires) && !d.fetching);
+      if (capable) {
+        capable.fetching = true;
+        try {
+          return await this.assign(capable, queue, job, token);
+        } finally {
+          capable.fetching = false;
+        }
+      }
       await job.moveToWait(token);
+      await this.queues.nudge(queue);
       return false;
     }
     const claim = await this.records.claim(data.taskId, device.id);
@@ -137,6 +188,10 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       ended: false,
     };
     device.task = active;
+    if (this.recentCancels.delete(data.taskId)) {
+      await this.cancel(data.taskId);
+      return true;
+    }
     active.lockTimer = setInterval(() => {
       void job.extendLock(token, JOB_LOCK_MS).catch(() => undefined);
     }, JOB_LOCK_MS / 2);
@@ -312,6 +367,8 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     const device = this.registry.findTask(taskId);
     const task = device?.task;
     if (!device || !task || task.ended) {
+      // The task may be between its claim and its assignment here: remember the cancel for it.
+      this.recentCancels.set(taskId, Date.now() + CANCEL_MEMORY_MS);
       return;
     }
     this.release(device, task);
@@ -337,7 +394,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     while (busy().length > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));
     }
-    await Promise.all(busy().map((device) => this.onDisconnect(device)));
+    await Promise.all(
+      busy().map((device) => {
+        device.socket.emit('task:cancel', { task_address: device.task!.address });
+        return this.onDisconnect(device);
+      }),
+    );
   }
 
   /** Detaches a task from its device (once). */

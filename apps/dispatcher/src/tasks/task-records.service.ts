@@ -78,6 +78,26 @@ export class TaskRecordsService {
     });
   }
 
+  /**
+   * Ends tasks nobody can end any more because the api instance that held their client died:
+   * queued past the queue timeout, or unfinished past the longest a request may last. The api
+   * normally ends them itself well before; the margin keeps this from racing it.
+   */
+  async reapOrphans(queueTimeoutMs: number, maxStreamMs: number, marginMs: number): Promise<number> {
+    const queued = await this.prisma.client.task.updateMany({
+      where: { status: 'queued', queuedAt: { lt: new Date(Date.now() - queueTimeoutMs - marginMs) } },
+      data: { status: 'timed_out', errorCode: 'queue_timeout', finishedAt: new Date() },
+    });
+    const running = await this.prisma.client.task.updateMany({
+      where: {
+        status: { in: ['assigned', 'streaming'] },
+        queuedAt: { lt: new Date(Date.now() - maxStreamMs - marginMs) },
+      },
+      data: { status: 'timed_out', errorCode: 'stream_timeout', finishedAt: new Date() },
+    });
+    return queued.count + running.count;
+  }
+
   /** Ends a task that is not yet terminal with an error status; returns whether this call ended it. */
   async end(
     taskId: string,

@@ -87,7 +87,10 @@ export function startNode(script: string, args: string[], env: NodeJS.ProcessEnv
   return new Proc(spawn(process.execPath, [join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
-async function waitHttp(url: string, proc: Proc, timeoutMs = 15_000): Promise<void> {
+/** Generous: CI machines are shared and a cold start under load can take a while. */
+const START_TIMEOUT_MS = 60_000;
+
+async function waitHttp(url: string, proc: Proc, timeoutMs = START_TIMEOUT_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
@@ -99,6 +102,8 @@ async function waitHttp(url: string, proc: Proc, timeoutMs = 15_000): Promise<vo
       // not listening yet
     }
     if (proc.child.exitCode !== null || Date.now() > deadline) {
+      // Never leave a process behind: a test file with a live child never exits.
+      await proc.stop('SIGKILL');
       throw new Error(`${url} did not come up; output:\n${proc.output}`);
     }
     await sleep(50);
@@ -166,7 +171,10 @@ export async function createTenant(models: string[] = []): Promise<Tenant> {
   const org = await admin.createOrg(uniq('org'));
   const key = await admin.createKey({ org: org.name });
   for (const model of models) {
-    await db().model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    // Two tenants created at once may race to add the same model: the loser finds it there.
+    await db()
+      .model.upsert({ where: { id: model }, create: { id: model }, update: {} })
+      .catch(() => db().model.findUniqueOrThrow({ where: { id: model } }));
     await admin.enableModel(model, org.name);
   }
   return { org, key: key.key, keyId: key.id };
@@ -248,7 +256,12 @@ export async function startDevice(
   }
   args.push(...(opts.extraArgs ?? []));
   const proc = startNode('apps/device/src/main.js', args, baseEnv());
-  await waitOnline(pool, opts.models, token, proc);
+  try {
+    await waitOnline(pool, opts.models, token, proc);
+  } catch (error) {
+    await proc.stop('SIGKILL');
+    throw error;
+  }
   return proc;
 }
 
@@ -260,7 +273,7 @@ export async function waitOnline(pool: string, models: string[], token: string, 
   }
   const redis = createRedis(REDIS_URL);
   try {
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + START_TIMEOUT_MS;
     for (;;) {
       const found = await Promise.all(
         models.map(async (m) =>

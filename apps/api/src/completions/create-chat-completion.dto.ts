@@ -140,21 +140,41 @@ export interface ChatCompletionRequest {
   ignored: string[];
 }
 
-/** `null` counts as not sent: dropped at the top level and inside messages (except a message's content). */
+const isRecord = (v: unknown): v is Record<string, unknown> => Boolean(v) && typeof v === 'object' && !Array.isArray(v);
+
+/** Drops the null fields of an object (one level), keeping those named in `keep`. */
+function withoutNulls(value: unknown, keep: string[] = []): unknown {
+  return isRecord(value)
+    ? Object.fromEntries(Object.entries(value).filter(([k, v]) => v !== null || keep.includes(k)))
+    : value;
+}
+
+/**
+ * `null` counts as not sent: at the top level, in messages (except a message's content, where null
+ * is meaningful), in stream_options, response_format.json_schema, and tool and function definitions.
+ * JSON schemas themselves are left as they are (null is a valid value there).
+ */
 function dropNulls(body: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(body)) {
-    if (value === null) {
-      continue;
+  const out = withoutNulls(body) as Record<string, unknown>;
+  if (Array.isArray(out.messages)) {
+    out.messages = out.messages.map((m) => withoutNulls(m, ['content']));
+  }
+  out.stream_options = withoutNulls(out.stream_options);
+  if (isRecord(out.response_format)) {
+    out.response_format = { ...out.response_format, json_schema: withoutNulls(out.response_format.json_schema) };
+    if ((out.response_format as Record<string, unknown>).json_schema === undefined) {
+      delete (out.response_format as Record<string, unknown>).json_schema;
     }
-    if (key === 'messages' && Array.isArray(value)) {
-      out[key] = value.map((m: unknown) =>
-        m && typeof m === 'object' && !Array.isArray(m)
-          ? Object.fromEntries(Object.entries(m).filter(([k, v]) => v !== null || k === 'content'))
-          : m,
-      );
-    } else {
-      out[key] = value;
+  }
+  if (Array.isArray(out.tools)) {
+    out.tools = out.tools.map((t) => (isRecord(t) ? { ...t, function: withoutNulls(t.function) } : t));
+  }
+  if (Array.isArray(out.functions)) {
+    out.functions = out.functions.map((f) => withoutNulls(f));
+  }
+  for (const key of Object.keys(out)) {
+    if (out[key] === undefined) {
+      delete out[key];
     }
   }
   return out;

@@ -43,7 +43,7 @@ async function bootstrap(): Promise<void> {
       done(null, undefined);
       return;
     }
-    json(req, String(body), (err, value) => {
+    void json(req, String(body), (err, value) => {
       done(err ? new AppError('invalid_json', INVALID_JSON) : null, value);
     });
   });

@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 
+/** No single test may take longer than this: a hang fails the test instead of stalling CI. */
+const TEST_TIMEOUT_MS = 240_000;
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const databaseUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/switchyard_test';
 const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/15';
@@ -53,7 +55,7 @@ const files = findTests(join(root, 'dist'))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort();
 console.log(`running ${files.length} test files: ${files.map((f) => relative(join(root, 'dist'), f)).join(', ')}`);
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], {
+const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', ...files], {
   stdio: 'inherit',
   env: { ...process.env, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, SWITCHYARD_TEST: '1' },
 });

@@ -13,6 +13,9 @@ export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@1
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/15';
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
+/** Longer than any deadline a test provokes on purpose (queue and stream timeouts are set shorter). */
+const HTTP_TIMEOUT_MS = 90_000;
+
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A short random suffix that keeps names of concurrent test files apart. */
@@ -94,7 +97,7 @@ async function waitHttp(url: string, proc: Proc, timeoutMs = START_TIMEOUT_MS): 
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      const res = await fetch(url);
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
       if (res.ok) {
         return;
       }
@@ -192,7 +195,8 @@ export async function http(
     headers['content-type'] ??= 'application/json';
     body = JSON.stringify(opts.body);
   }
-  const res = await fetch(url, { method, headers, body });
+  // A bound on every call: a hang becomes a failure with a message, not a stalled run.
+  const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) });
   const text = await res.text();
   let parsed: unknown = undefined;
   try {

@@ -17,7 +17,9 @@ async function probe(check: () => Promise<unknown>): Promise<string> {
     await Promise.race([check(), timeout]);
     return 'ok';
   } catch (error) {
-    return `unreachable: ${error instanceof Error ? error.message : String(error)}`;
+    // Prisma's messages span lines with the call site first; the last line says what happened.
+    const message = (error instanceof Error ? error.message : String(error)).trim().split('\n').pop() ?? '';
+    return `unreachable: ${message.trim()}`;
   } finally {
     clearTimeout(timer);
   }

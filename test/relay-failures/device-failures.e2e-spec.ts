@@ -47,7 +47,7 @@ describe('device failures', () => {
   it('killed before the first token: the job goes to another device and completes', async () => {
     const model = uniq('model');
     const tenant = await createTenant([model]);
-    const slow = await device(model, { ttftMs: 3_000, tokens: 4 });
+    const slow = await device(model, { ttftMs: 30_000, tokens: 4 });
     const pending = chat(tenant, model);
     // Make sure the task is on the slow device, then kill it and bring up a healthy one.
     let task = await db().task.findFirst({ where: { orgId: tenant.org.id } });
@@ -56,8 +56,9 @@ describe('device failures', () => {
       task = await db().task.findFirst({ where: { orgId: tenant.org.id } });
     }
     assert.equal(task?.deviceId, slow.id);
-    slow.proc.child.kill('SIGKILL');
+    // The healthy device is up before the slow one dies, so the requeued job finds it at once.
     const healthy = await device(model, { tokens: 4 });
+    slow.proc.child.kill('SIGKILL');
     const res = await pending;
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.choices[0].finish_reason, 'stop');

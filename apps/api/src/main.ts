@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { AppError, PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
+import { AppError, PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { AppModule } from './app.module';
 import { MetricsService } from './metrics/metrics.service';
 import { RelayService } from './relay/relay.service';
@@ -60,29 +60,12 @@ async function bootstrap(): Promise<void> {
 
   // SIGTERM/SIGINT: stop taking connections, let requests in flight finish (SHUTDOWN_GRACE_MS), end
   // the rest with an explicit error, then close everything.
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      return;
-    }
-    stopping = true;
-    logger.info({ signal, inFlight: app.get(RelayService).inFlight }, 'shutting down');
+  onShutdownSignal(logger, async () => {
     fastify.server.close();
     fastify.server.closeIdleConnections();
-    void app
-      .get(RelayService)
-      .drain()
-      .then(() => app.close())
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+    await app.get(RelayService).drain();
+    await app.close();
+  });
 }
 
 bootstrap().catch((error: unknown) => {

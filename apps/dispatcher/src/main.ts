@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { PinoNestLogger, createLogger, loadConfigOrExit } from '@app/common';
+import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
 import { DispatchService } from './relay/dispatch.service';
@@ -21,28 +21,11 @@ async function bootstrap(): Promise<void> {
 
   // SIGTERM/SIGINT: stop fetching jobs, let tasks in progress finish (SHUTDOWN_GRACE_MS), hand the
   // rest back or fail them explicitly, then disconnect the devices (they reconnect elsewhere).
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      return;
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    void app
-      .get(DispatchService)
-      .drain()
-      .then(() => app.get(DeviceGateway).close())
-      .then(() => app.close())
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  onShutdownSignal(logger, async () => {
+    await app.get(DispatchService).drain();
+    await app.get(DeviceGateway).close();
+    await app.close();
+  });
 }
 
 bootstrap().catch((error: unknown) => {

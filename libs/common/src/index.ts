@@ -15,3 +15,4 @@ export * from './protocol/chat';
 export * from './protocol/device-protocol';
 export * from './queues/queues';
 export * from './metrics/metrics';
+export * from './lifecycle/shutdown';

@@ -68,14 +68,13 @@ export class TaskRecordsService {
    * and records the SHA-256 of what had been relayed.
    */
   async cancelled(taskId: string, outputSha256: string | null): Promise<void> {
-    await this.prisma.client.task.updateMany({
-      where: { id: taskId, status: { in: ['queued', 'assigned', 'streaming', 'cancelled'] } },
-      data: { status: 'cancelled', ...(outputSha256 ? { outputSha256 } : {}) },
-    });
-    await this.prisma.client.task.updateMany({
-      where: { id: taskId, status: 'cancelled', finishedAt: null },
-      data: { errorCode: 'client_disconnected', finishedAt: new Date() },
-    });
+    // One statement, so that nobody sees the task cancelled without its error code and end time.
+    await this.prisma.client.$executeRaw`
+      UPDATE tasks SET status = 'cancelled',
+        error_code = COALESCE(error_code, 'client_disconnected'),
+        finished_at = COALESCE(finished_at, now()),
+        output_sha256 = COALESCE(${outputSha256}, output_sha256)
+      WHERE id = ${taskId}::uuid AND status IN ('queued', 'assigned', 'streaming', 'cancelled')`;
   }
 
   /**

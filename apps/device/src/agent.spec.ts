@@ -7,6 +7,7 @@ import { Server } from 'socket.io';
 import type { Socket as ServerSocket } from 'socket.io';
 import { createLogger } from '@app/common/logging/logger';
 import type { ChatParams } from '@app/common/protocol/chat';
+import type { Feature } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type {
   AssignAck,
@@ -16,7 +17,7 @@ import type {
 } from '@app/common/protocol/device-protocol';
 import { announceSchema, deltaSchema, doneSchema, taskErrorSchema } from '@app/common/protocol/device-protocol';
 import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from './agent';
-import type { SimOptions } from './backends';
+import type { Backend, BackendResult, SimOptions } from './backends';
 import { SimBackend } from './backends';
 
 // A stand-in dispatcher: a real socket.io server on the /devices namespace that records what the agent sends.
@@ -47,7 +48,7 @@ afterEach(async () => {
   }
 });
 
-async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN) {
+async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN, custom?: Backend) {
   const http = createServer();
   const io = new Server<DeviceToServerEvents, ServerToDeviceEvents>(http, { transports: ['websocket'] });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -71,14 +72,16 @@ async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN) {
     }
   });
 
-  const backend = new SimBackend({
-    models: ['sim-model'],
-    ttftMs: 0,
-    tokensPerSecond: 0,
-    tokens: 8,
-    features: [...FEATURES],
-    ...sim,
-  });
+  const backend =
+    custom ??
+    new SimBackend({
+      models: ['sim-model'],
+      ttftMs: 0,
+      tokensPerSecond: 0,
+      tokens: 8,
+      features: [...FEATURES],
+      ...sim,
+    });
   let exitCode: number | null = null;
   const agent = new DeviceAgent({
     server: `http://127.0.0.1:${port}`,
@@ -123,6 +126,33 @@ async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN) {
       return received.filter((r) => r.payload.task_address === address);
     },
   };
+}
+
+/** A runtime whose availability and models the test switches, as the upstream monitor would. */
+class SwitchableBackend implements Backend {
+  readonly name = 'switchable';
+  features: Feature[] = ['tools'];
+  up = true;
+  served = ['sim-model'];
+  private onChange: () => void = () => undefined;
+
+  models(): string[] {
+    return [...this.served];
+  }
+  available(): boolean {
+    return this.up;
+  }
+  async start(onChange: () => void): Promise<void> {
+    this.onChange = onChange;
+  }
+  stop(): void {}
+  async run(): Promise<BackendResult> {
+    return { finish_reasons: ['stop'], usage: null };
+  }
+  change(update: Partial<Pick<SwitchableBackend, 'up' | 'served' | 'features'>>): void {
+    Object.assign(this, update);
+    this.onChange();
+  }
 }
 
 void describe('DeviceAgent', () => {
@@ -222,6 +252,29 @@ void describe('DeviceAgent', () => {
       assert.ok(!h.eventsOf(task.address).some((r) => r.event !== 'task:delta'));
     });
   }
+
+  void it('announces what its backend reports as it changes, and refuses tasks while the runtime is down', async () => {
+    const backend = new SwitchableBackend();
+    const h = await harness({}, GOOD_TOKEN, backend);
+    const announces = () => h.received.filter((r) => r.event === 'announce').map((r) => r.payload);
+    await until(() => announces().length === 1, 'announce');
+    assert.equal(announces()[0].available, true);
+
+    backend.change({ up: false });
+    await until(() => announces().length === 2, 'unavailable announce');
+    assert.equal(announces()[1].available, false);
+    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'upstream_unavailable' });
+
+    backend.change({ up: true, served: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] });
+    await until(() => announces().length === 3, 'available announce');
+    assert.deepEqual(
+      { available: announces()[2].available, models: announces()[2].models, features: announces()[2].features },
+      { available: true, models: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] },
+    );
+    const { address, ack } = await h.assign({}, 'pulled');
+    assert.deepEqual(ack, { accepted: true });
+    await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
+  });
 
   void it('exits 1 when the dispatcher refuses its token', async () => {
     const h = await harness({}, `syd_${'b'.repeat(40)}`);

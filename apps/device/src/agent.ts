@@ -146,18 +146,45 @@ export class DeviceAgent {
     this.socket.io.on('reconnect_attempt', (attempt) => this.log.debug({ attempt }, 'reconnecting'));
   }
 
+  /**
+   * Starts watching the backend (its first model list and health probe), then connects, so that the
+   * first announce already says what the device serves and whether its runtime answers.
+   */
   start(): void {
+    const backend = this.config.backend;
+    void backend
+      .start(() => this.onBackendChange())
+      .catch((error: unknown) => this.log.error({ error: errorMessage(error) }, 'backend failed to start'))
+      .finally(() => {
+        if (this.phase === 'stopped') {
+          return;
+        }
+        this.log.info(
+          {
+            server: this.config.server,
+            backend: backend.name,
+            models: backend.models(),
+            features: backend.features,
+            available: backend.available(),
+            agent_version: AGENT_VERSION,
+          },
+          'connecting to dispatcher',
+        );
+        this.socket.connect();
+      });
+  }
+
+  /** The backend's models, features or availability changed: tell the dispatcher. */
+  private onBackendChange(): void {
+    if (this.phase === 'stopped') {
+      return;
+    }
+    const backend = this.config.backend;
     this.log.info(
-      {
-        server: this.config.server,
-        backend: this.config.backend.name,
-        models: this.config.backend.models(),
-        features: this.config.backend.features,
-        agent_version: AGENT_VERSION,
-      },
-      'connecting to dispatcher',
+      { models: backend.models(), features: backend.features, available: backend.available() },
+      'backend changed',
     );
-    this.socket.connect();
+    this.announce();
   }
 
   /**
@@ -218,7 +245,8 @@ export class DeviceAgent {
       backend: this.config.backend.name,
       models: this.config.backend.models(),
       features: this.config.backend.features,
-      available: this.phase === 'running',
+      // Draining, or a runtime that does not answer: the dispatcher assigns nothing (it withdraws the presence).
+      available: this.phase === 'running' && this.config.backend.available(),
       running_task: this.current?.address ?? null,
     };
     this.socket.timeout(timeoutMs).emit('announce', payload, (error, answer) => {
@@ -310,6 +338,11 @@ export class DeviceAgent {
     }
     if (this.current) {
       refuse('busy', { running_task: this.current.address });
+      return;
+    }
+    if (!this.config.backend.available()) {
+      // An assignment that crossed the announce saying so; another device can take it.
+      refuse('upstream_unavailable');
       return;
     }
     const parsed = assignSchema.safeParse(payload);
@@ -462,6 +495,7 @@ export class DeviceAgent {
     this.phase = 'stopped';
     this.exitCode = code;
     clearTimeout(this.retryTimer);
+    this.config.backend.stop();
     this.exitTimer = setTimeout(() => this.finish(), FLUSH_TIMEOUT_MS);
     // socket.io's server dispatches each received event on the next tick and drops it if the namespace
     // disconnect arrived in between, so disconnecting right after task:done can lose it. The announce

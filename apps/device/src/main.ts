@@ -4,7 +4,7 @@ import { createBackend } from './backends';
 import { parseArgs } from './options';
 
 /**
- * `npm run device -- --server <url> --token <syd_...> --backend sim --model <id>`: the device agent.
+ * `npm run device -- --server <url> --token <syd_...> --backend ollama|openai|sim ...`: the device agent.
  * Imports only the protocol, key-shape and logging modules of @app/common (not its index), so that the
  * agent starts without loading Prisma, Nest or Redis, none of which a device needs.
  */
@@ -18,7 +18,7 @@ function main(): void {
   const agent = new DeviceAgent({
     server: options.server,
     token: options.token,
-    backend: createBackend(options.backend),
+    backend: createBackend(options.backend, logger),
     logger,
     logContent: options.logContent,
     onExit: (code) => process.exit(code),

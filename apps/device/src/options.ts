@@ -2,8 +2,8 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { looksLikeDeviceToken } from '@app/common/keys/keys';
 import type { Feature } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
-import type { BackendConfig } from './backends';
-import { BACKEND_NAMES, SIM_DEFAULTS } from './backends';
+import type { BackendConfig, ModelMapping } from './backends';
+import { BACKEND_NAMES, SIM_DEFAULTS, UPSTREAM_DEFAULTS } from './backends';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -68,6 +68,52 @@ const collectModel = (value: string, previous: string[] | undefined) => {
   return [...(previous ?? []), value];
 };
 
+/** Discovery and health intervals: at least 100 ms (tests go fast), at most an hour. */
+const intervalMs = (value: string) => {
+  if (!/^[0-9]+$/.test(value) || Number(value) < 100 || Number(value) > 3_600_000) {
+    throw new InvalidArgumentError('must be a whole number of milliseconds from 100 to 3600000');
+  }
+  return Number(value);
+};
+
+/** A runtime's base URL, kept with its path (an OpenAI-compatible server's usually ends in /v1). */
+const upstreamUrl = (value: string) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError('must be a URL such as http://127.0.0.1:11434 or http://127.0.0.1:8000/v1');
+  }
+  if (!['http:', 'https:'].includes(url.protocol)) {
+    throw new InvalidArgumentError('must start with http:// or https://');
+  }
+  if (url.search || url.hash) {
+    throw new InvalidArgumentError('must not have a query string or fragment');
+  }
+  return url.href.replace(/\/+$/, '');
+};
+
+/**
+ * `--model <public-id>=<upstream-name>` for the runtimes: the catalog's name on the left, the
+ * runtime's on the right (split at the first `=`); a plain `--model x` is the same name on both sides.
+ */
+export function parseModelMapping(value: string): ModelMapping {
+  const at = value.indexOf('=');
+  const mapping =
+    at < 0 ? { public: value, upstream: value } : { public: value.slice(0, at), upstream: value.slice(at + 1) };
+  for (const [side, name] of [
+    ['public id', mapping.public],
+    ['upstream name', mapping.upstream],
+  ] as const) {
+    if (name.trim() !== name || name.length === 0 || name.length > MAX_MODEL_ID) {
+      throw new InvalidArgumentError(
+        `"${value}": the ${side} must be 1 to ${MAX_MODEL_ID} characters without surrounding spaces`,
+      );
+    }
+  }
+  return mapping;
+}
+
 /** socket.io takes the URL's path as the namespace, so only a bare origin is accepted and `/devices` is added by the agent. */
 const serverUrl = (value: string) => {
   let url: URL;
@@ -101,9 +147,40 @@ function buildProgram(): Command {
     )
     .addOption(new Option('--backend <name>', 'local runtime to serve from').choices(BACKEND_NAMES).default('sim'))
     .addOption(
-      new Option('--model <id>', 'public model id this device serves (repeatable; sim needs at least one)').argParser(
-        collectModel,
+      new Option(
+        '--model <id>',
+        'model served (repeatable): <public-id> or, for ollama/openai, <public-id>=<upstream-name>; ' +
+          'without it ollama/openai serve every model the runtime lists (sim needs at least one)',
+      ).argParser(collectModel),
+    )
+    .addOption(
+      new Option(
+        '--upstream <url>',
+        `ollama/openai: the runtime's base URL (ollama: ${UPSTREAM_DEFAULTS.ollamaUrl} by default; openai: e.g. http://127.0.0.1:8000/v1)`,
+      )
+        .env('SWITCHYARD_UPSTREAM')
+        .argParser(upstreamUrl),
+    )
+    .addOption(
+      new Option('--api-key <key>', 'ollama/openai: bearer token sent to the runtime (never logged)').env(
+        'SWITCHYARD_UPSTREAM_API_KEY',
       ),
+    )
+    .addOption(
+      new Option(
+        '--features <list>',
+        "ollama/openai: declare exactly these features instead of the backend's own set (comma-separated, or none)",
+      ).argParser(features),
+    )
+    .addOption(
+      new Option('--discovery-interval-ms <n>', 'ollama/openai: how often the model list is read')
+        .argParser(intervalMs)
+        .default(UPSTREAM_DEFAULTS.discoveryIntervalMs),
+    )
+    .addOption(
+      new Option('--health-interval-ms <n>', 'ollama/openai: how often an unreachable runtime is probed')
+        .argParser(intervalMs)
+        .default(UPSTREAM_DEFAULTS.healthIntervalMs),
     )
     .addOption(
       new Option('--sim-ttft-ms <n>', 'sim: milliseconds before the first token')
@@ -129,7 +206,11 @@ function buildProgram(): Command {
     .option('--log-content', 'also log prompts and completions (off: logs carry counts and timings only)', false)
     .addHelpText(
       'after',
-      '\nExample:\n  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend sim --model llama3.2:3b\n\n' +
+      '\nExamples:\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend ollama\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend openai \\\n' +
+        '    --upstream http://127.0.0.1:8000/v1 --model bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M=llama-3.2-3b\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend sim --model llama3.2:3b\n\n' +
         'Exit codes: 0 after SIGINT/SIGTERM (the first lets the current task finish, the second cancels it),\n' +
         '1 when the dispatcher refuses the token, 2 for bad arguments.',
     )
@@ -142,6 +223,11 @@ interface RawOptions {
   token: string;
   backend: (typeof BACKEND_NAMES)[number];
   model?: string[];
+  upstream?: string;
+  apiKey?: string;
+  features?: Feature[];
+  discoveryIntervalMs: number;
+  healthIntervalMs: number;
   simTtftMs: number;
   simTokensPerSecond: number;
   simTokens: number;
@@ -158,7 +244,8 @@ export function parseArgs(
   argv: string[],
   output?: { writeOut(s: string): void; writeErr(s: string): void },
 ): ParseResult {
-  const program = buildProgram();
+  // Typed explicitly so that TypeScript knows program.error() does not return.
+  const program: Command = buildProgram();
   if (output) {
     program.configureOutput(output);
   }
@@ -173,34 +260,80 @@ export function parseArgs(
     if (models.length > MAX_MODELS) {
       program.error(`error: at most ${MAX_MODELS} --model options`);
     }
-    if (raw.backend !== 'sim') {
-      const simFlag = program.options.find(
-        (o) => o.long?.startsWith('--sim-') && program.getOptionValueSource(o.attributeName()) === 'cli',
+    // Only flags on the command line are mistakes; an environment variable may be set for another backend.
+    const given = (prefix: string) =>
+      program.options.find(
+        (o) => o.long?.startsWith(prefix) && program.getOptionValueSource(o.attributeName()) === 'cli',
       );
-      if (simFlag) {
-        program.error(`error: ${simFlag.long} applies only to --backend sim`);
+    const common = { server: raw.server, token: raw.token, logLevel: raw.logLevel, logContent: raw.logContent };
+    if (raw.backend === 'sim') {
+      const upstreamFlag = ['--upstream', '--api-key', '--features', '--discovery-interval-ms', '--health-interval-ms']
+        .map((flag) => given(flag))
+        .find((o) => o !== undefined);
+      if (upstreamFlag) {
+        program.error(`error: ${upstreamFlag.long} applies only to --backend ollama and openai`);
       }
+      if (models.length === 0) {
+        program.error('error: --backend sim needs at least one --model <id> to serve');
+      }
+      return {
+        ok: true,
+        options: {
+          ...common,
+          backend: {
+            name: 'sim',
+            options: {
+              models,
+              ttftMs: raw.simTtftMs,
+              tokensPerSecond: raw.simTokensPerSecond,
+              tokens: raw.simTokens,
+              features: raw.simFeatures,
+            },
+          },
+        },
+      };
     }
-    if (models.length === 0) {
-      program.error('error: --backend sim needs at least one --model <id> to serve');
+    const simFlag = given('--sim-');
+    if (simFlag) {
+      program.error(`error: ${simFlag.long} applies only to --backend sim`);
+    }
+    const upstream = raw.upstream ?? (raw.backend === 'ollama' ? UPSTREAM_DEFAULTS.ollamaUrl : undefined);
+    if (!upstream) {
+      program.error(
+        "error: --backend openai needs --upstream <url>, the server's base URL such as http://127.0.0.1:8000/v1",
+      );
+    }
+    const mappings: ModelMapping[] = [];
+    for (const value of models) {
+      let mapping: ModelMapping;
+      try {
+        mapping = parseModelMapping(value);
+      } catch (error) {
+        program.error(`error: option '--model <id>' argument is invalid. ${(error as Error).message}`);
+      }
+      const other = mappings.find((m) => m.public === mapping.public);
+      if (other) {
+        program.error(
+          `error: --model ${mapping.public} is mapped twice (to ${other.upstream} and ${mapping.upstream})`,
+        );
+      }
+      mappings.push(mapping);
     }
     return {
       ok: true,
       options: {
-        server: raw.server,
-        token: raw.token,
+        ...common,
         backend: {
-          name: 'sim',
+          name: raw.backend,
           options: {
-            models,
-            ttftMs: raw.simTtftMs,
-            tokensPerSecond: raw.simTokensPerSecond,
-            tokens: raw.simTokens,
-            features: raw.simFeatures,
+            upstream,
+            models: mappings,
+            ...(raw.apiKey ? { apiKey: raw.apiKey } : {}),
+            ...(raw.features ? { features: raw.features } : {}),
+            discoveryIntervalMs: raw.discoveryIntervalMs,
+            healthIntervalMs: raw.healthIntervalMs,
           },
         },
-        logLevel: raw.logLevel,
-        logContent: raw.logContent,
       },
     };
   } catch (error) {

@@ -21,15 +21,28 @@ export interface BackendResult {
 }
 
 /**
- * A local runtime the agent serves tasks from (sim now; ollama and openai-compatible servers later).
- * The agent runs at most one task at a time, so a backend need not be re-entrant.
+ * A local runtime the agent serves tasks from (sim, Ollama, an OpenAI-compatible server). The agent
+ * runs at most one task at a time, so a backend need not be re-entrant.
  */
 export interface Backend {
   readonly name: string;
-  /** The features this backend supports, announced to the dispatcher, which routes accordingly. */
+  /**
+   * The features this backend supports, announced to the dispatcher, which routes accordingly. May
+   * change while running (an upstream's version decides some); the backend then calls its listener.
+   */
   readonly features: Feature[];
-  /** The public model ids this device serves. */
+  /** The public model ids this device serves now. */
   models(): string[];
+  /** Whether the runtime answers; an unreachable one takes no tasks until a health probe succeeds. */
+  available(): boolean;
+  /**
+   * Starts watching the runtime (model discovery, health probes) and resolves once its first state is
+   * known, so that the first announce is already right. `onChange` runs whenever models, features or
+   * availability change afterwards.
+   */
+  start(onChange: () => void): Promise<void>;
+  /** Stops the watching timers; a run under way is aborted through its signal, not here. */
+  stop(): void;
   /**
    * Runs one task to its end. Resolves with the finish reasons and usage; rejects with a
    * {@link BackendError} (or any error, reported as `backend_error`). When `signal` aborts it must

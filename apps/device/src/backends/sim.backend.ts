@@ -232,6 +232,15 @@ export class SimBackend implements Backend {
     return [...this.options.models];
   }
 
+  /** The sim is always there: nothing to watch. */
+  available(): boolean {
+    return true;
+  }
+
+  async start(): Promise<void> {}
+
+  stop(): void {}
+
   async run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
     if (signal.aborted) {
       throw cancelledError();

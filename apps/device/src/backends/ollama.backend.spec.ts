@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ChatParams } from '@app/common/protocol/chat';
+import { OllamaChatStream, ollamaChatRequest, versionAtLeast } from './ollama.backend';
+
+const line = (value: unknown) => JSON.stringify(value);
+const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  line({
+    model: 'm',
+    created_at: '2025-01-01T00:00:00Z',
+    message: { role: 'assistant', ...message },
+    done: false,
+    ...extra,
+  });
+
+void describe('ollamaChatRequest', () => {
+  void it('maps roles, tool calls (arguments as objects) and tool results (with the tool name)', () => {
+    const params: ChatParams = {
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Weather in Paris?', name: 'ann' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } },
+          ],
+        },
+        { role: 'tool', content: '21 C', tool_call_id: 'call_1' },
+      ],
+      max_tokens: 64,
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'weather', description: 'd', parameters: { type: 'object' }, strict: true },
+        },
+      ],
+      tool_choice: 'auto',
+    };
+    assert.deepEqual(ollamaChatRequest('llama3.2:3b', params), {
+      model: 'llama3.2:3b',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ function: { name: 'weather', arguments: { city: 'Paris' } } }],
+        },
+        { role: 'tool', content: '21 C', tool_name: 'weather' },
+      ],
+      stream: true,
+      options: { num_predict: 64 },
+      tools: [{ type: 'function', function: { name: 'weather', description: 'd', parameters: { type: 'object' } } }],
+    });
+  });
+
+  void it('maps sampling options, stop, format and think', () => {
+    const base: ChatParams = { messages: [{ role: 'user', content: 'x' }], max_tokens: 10 };
+    const body = ollamaChatRequest('m', {
+      ...base,
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ['END'],
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      response_format: { type: 'json_object' },
+      reasoning_effort: 'high',
+    });
+    assert.deepEqual(body.options, {
+      num_predict: 10,
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ['END'],
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+    });
+    assert.equal(body.format, 'json');
+    assert.equal(body.think, 'high');
+    assert.equal(ollamaChatRequest('m', { ...base, reasoning_effort: 'low' }, false).think, true);
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    assert.deepEqual(
+      ollamaChatRequest('m', { ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } })
+        .format,
+      schema,
+    );
+    assert.equal('think' in ollamaChatRequest('m', base), false);
+    assert.equal('format' in ollamaChatRequest('m', { ...base, response_format: { type: 'text' } }), false);
+  });
+
+  void it('sends no tools with tool_choice none, and logprobs when asked', () => {
+    const base: ChatParams = { messages: [{ role: 'user', content: 'x' }], max_tokens: 10 };
+    const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'f' } }];
+    assert.equal('tools' in ollamaChatRequest('m', { ...base, tools, tool_choice: 'none' }), false);
+    const body = ollamaChatRequest('m', { ...base, logprobs: true, top_logprobs: 3 });
+    assert.equal(body.logprobs, true);
+    assert.equal(body.top_logprobs, 3);
+  });
+
+  void it('refuses tool call arguments that are not a JSON object', () => {
+    assert.throws(
+      () =>
+        ollamaChatRequest('m', {
+          messages: [
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '[1]' } }],
+            },
+          ],
+          max_tokens: 1,
+        }),
+      { code: 'invalid_request' },
+    );
+  });
+});
+
+void describe('OllamaChatStream', () => {
+  void it('turns content and thinking into deltas, and the final line into finish reason and usage', () => {
+    const stream = new OllamaChatStream(0);
+    assert.deepEqual(stream.push(chunk({ content: '', thinking: 'Hmm.' })), { index: 0, reasoning: 'Hmm.' });
+    assert.deepEqual(stream.push(chunk({ content: 'Hi' })), { index: 0, content: 'Hi' });
+    assert.equal(stream.push(chunk({ content: '' })), null);
+    assert.equal(stream.done, false);
+    const final = line({
+      model: 'm',
+      created_at: '2025-01-01T00:00:00Z',
+      message: { role: 'assistant', content: '' },
+      done: true,
+      done_reason: 'length',
+      total_duration: 1,
+      prompt_eval_count: 7,
+      eval_count: 3,
+    });
+    assert.equal(stream.push(final), null);
+    assert.equal(stream.done, true);
+    assert.deepEqual(stream.result(), {
+      finish_reasons: ['length'],
+      usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+    });
+  });
+
+  void it('emits tool calls whole with JSON string arguments and finishes with tool_calls', () => {
+    const stream = new OllamaChatStream(0);
+    const delta = stream.push(chunk({ content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }));
+    assert.equal(delta?.tool_calls?.length, 1);
+    assert.match(delta.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
+    assert.deepEqual(delta.tool_calls[0].function, { name: 'f', arguments: '{"a":1}' });
+    stream.push(line({ message: { role: 'assistant', content: '' }, done: true, done_reason: 'stop' }));
+    assert.deepEqual(stream.result(), { finish_reasons: ['tool_calls'], usage: null });
+  });
+
+  void it('maps logprobs, with bytes when the runtime leaves them out', () => {
+    const stream = new OllamaChatStream(1);
+    const delta = stream.push(
+      chunk(
+        { content: 'Hi' },
+        {
+          logprobs: [
+            {
+              token: 'Hi',
+              logprob: -0.1,
+              top_logprobs: [
+                { token: 'Hi', logprob: -0.1 },
+                { token: 'Yo', logprob: -2 },
+              ],
+            },
+          ],
+        },
+      ),
+    );
+    assert.deepEqual(delta?.logprobs, [
+      {
+        token: 'Hi',
+        logprob: -0.1,
+        bytes: [72, 105],
+        top_logprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }],
+      },
+    ]);
+  });
+
+  void it('throws upstream errors, malformed lines and a stream cut short', () => {
+    assert.throws(() => new OllamaChatStream(0).push('{"message":'), { code: 'upstream_bad_response' });
+    assert.throws(() => new OllamaChatStream(0).push('[1,2]'), { code: 'upstream_bad_response' });
+    assert.throws(
+      () => new OllamaChatStream(0).push(line({ error: 'an error was encountered while running the model' })),
+      {
+        code: 'upstream_error',
+      },
+    );
+    const cut = new OllamaChatStream(0);
+    cut.push(chunk({ content: 'a' }));
+    assert.throws(() => cut.result(), { code: 'upstream_bad_response' });
+  });
+});
+
+void describe('versionAtLeast', () => {
+  void it('compares dotted versions, and knows nothing of unknown or dev builds', () => {
+    assert.equal(versionAtLeast('0.12.11', [0, 12, 11]), true);
+    assert.equal(versionAtLeast('0.13.0-rc1', [0, 12, 11]), true);
+    assert.equal(versionAtLeast('1.0.0', [0, 12, 11]), true);
+    assert.equal(versionAtLeast('0.12.10', [0, 12, 11]), false);
+    assert.equal(versionAtLeast('0.9.99', [0, 12, 11]), false);
+    assert.equal(versionAtLeast('0.0.0', [0, 12, 11]), false);
+    assert.equal(versionAtLeast(null, [0, 12, 11]), false);
+    assert.equal(versionAtLeast('dev', [0, 12, 11]), false);
+  });
+});

@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
+import { OpenAIChatStream, openaiChatRequest } from './openai.backend';
+import { SseDecoder } from './upstream/sse';
+
+const event = (data: unknown) => ({ event: 'message', data: typeof data === 'string' ? data : JSON.stringify(data) });
+const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+  event({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices, ...extra });
+
+function feed(stream: OpenAIChatStream, events: { event: string; data: string }[]): ChoiceDelta[][] {
+  const out: ChoiceDelta[][] = [];
+  for (const e of events) {
+    const deltas = stream.push(e);
+    if (deltas.length > 0) {
+      out.push(deltas);
+    }
+  }
+  const rest = stream.drain();
+  if (rest.length > 0) {
+    out.push(rest);
+  }
+  return out;
+}
+
+void describe('openaiChatRequest', () => {
+  void it('passes the params through, streamed with usage', () => {
+    const params: ChatParams = {
+      messages: [
+        { role: 'system', content: 's' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        },
+        { role: 'tool', content: 'r', tool_call_id: 'c1', name: 'f' },
+      ],
+      max_tokens: 32,
+      temperature: 0.5,
+      top_p: 0.8,
+      stop: ['x'],
+      frequency_penalty: 0.1,
+      presence_penalty: 0.2,
+      n: 2,
+      response_format: { type: 'json_object' },
+      tools: [{ type: 'function', function: { name: 'f' } }],
+      tool_choice: 'auto',
+      logprobs: true,
+      top_logprobs: 2,
+      logit_bias: { '42': -100 },
+    };
+    assert.deepEqual(openaiChatRequest('up-model', params), {
+      model: 'up-model',
+      messages: [
+        { role: 'system', content: 's' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        },
+        { role: 'tool', content: 'r', tool_call_id: 'c1' },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 32,
+      temperature: 0.5,
+      top_p: 0.8,
+      frequency_penalty: 0.1,
+      presence_penalty: 0.2,
+      n: 2,
+      response_format: { type: 'json_object' },
+      tools: [{ type: 'function', function: { name: 'f' } }],
+      tool_choice: 'auto',
+      logit_bias: { '42': -100 },
+      stop: ['x'],
+      logprobs: true,
+      top_logprobs: 2,
+    });
+  });
+});
+
+void describe('OpenAIChatStream', () => {
+  void it('relays content and reasoning, and reads finish reason and usage', () => {
+    const stream = new OpenAIChatStream(1, false, 0);
+    const deltas = feed(stream, [
+      chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]),
+      chunk([{ index: 0, delta: { reasoning_content: 'think' }, finish_reason: null }]),
+      chunk([{ index: 0, delta: { content: 'Hel' }, finish_reason: null }]),
+      chunk([{ index: 0, delta: { content: 'lo' }, finish_reason: null }]),
+      chunk([{ index: 0, delta: {}, finish_reason: 'length' }]),
+      chunk([], { usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }),
+      event('[DONE]'),
+    ]);
+    assert.deepEqual(deltas, [
+      [{ index: 0, reasoning: 'think' }],
+      [{ index: 0, content: 'Hel' }],
+      [{ index: 0, content: 'lo' }],
+    ]);
+    assert.deepEqual(stream.result(), {
+      finish_reasons: ['length'],
+      usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+    });
+  });
+
+  void it('joins tool call fragments and emits each call whole when its choice finishes', () => {
+    const stream = new OpenAIChatStream(1, false, 0);
+    const deltas = feed(stream, [
+      chunk([
+        {
+          index: 0,
+          delta: {
+            tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get', arguments: '' } }],
+          },
+        },
+      ]),
+      chunk([{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"ci' } }] } }]),
+      chunk([{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: 'ty":"P"}' } }] } }]),
+      chunk([
+        {
+          index: 0,
+          delta: {
+            tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'put', arguments: '{}' } }],
+          },
+        },
+      ]),
+      chunk([{ index: 0, delta: {}, finish_reason: 'tool_calls' }]),
+      event('[DONE]'),
+    ]);
+    assert.deepEqual(deltas, [
+      [
+        {
+          index: 0,
+          tool_calls: [
+            { id: 'call_a', type: 'function', function: { name: 'get', arguments: '{"city":"P"}' } },
+            { id: 'call_b', type: 'function', function: { name: 'put', arguments: '{}' } },
+          ],
+        },
+      ],
+    ]);
+    assert.deepEqual(stream.result(), { finish_reasons: ['tool_calls'], usage: null });
+  });
+
+  void it('keeps n choices apart and maps logprobs', () => {
+    const stream = new OpenAIChatStream(2, true, 1);
+    const lp = (token: string) => ({
+      content: [{ token, logprob: -0.5, bytes: null, top_logprobs: [{ token, logprob: -0.5, bytes: [1] }] }],
+    });
+    feed(stream, [
+      chunk([{ index: 0, delta: { content: 'a' }, logprobs: lp('a') }]),
+      chunk([{ index: 1, delta: { content: 'b' }, logprobs: lp('b') }]),
+      chunk([
+        { index: 0, delta: {}, finish_reason: 'stop' },
+        { index: 1, delta: {}, finish_reason: 'length' },
+      ]),
+      event('[DONE]'),
+    ]);
+    assert.deepEqual(stream.result().finish_reasons, ['stop', 'length']);
+    const one = new OpenAIChatStream(1, true, 1);
+    const [[delta]] = feed(one, [chunk([{ index: 0, delta: { content: 'a' }, logprobs: lp('a') }])]);
+    assert.deepEqual(delta.logprobs, [
+      { token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [1] }] },
+    ]);
+  });
+
+  void it('refuses a server that ignored n or logprobs, a cut stream, errors and garbage', () => {
+    const ignoredN = new OpenAIChatStream(2, false, 0);
+    feed(ignoredN, [chunk([{ index: 0, delta: { content: 'a' }, finish_reason: 'stop' }]), event('[DONE]')]);
+    assert.throws(() => ignoredN.result(), { code: 'upstream_bad_response', message: /n=2/ });
+
+    const ignoredLogprobs = new OpenAIChatStream(1, true, 0);
+    feed(ignoredLogprobs, [chunk([{ index: 0, delta: { content: 'a' }, finish_reason: 'stop' }]), event('[DONE]')]);
+    assert.throws(() => ignoredLogprobs.result(), { code: 'upstream_bad_response', message: /logprobs/ });
+
+    const cut = new OpenAIChatStream(1, false, 0);
+    feed(cut, [chunk([{ index: 0, delta: { content: 'a' } }])]);
+    assert.throws(() => cut.result(), { code: 'upstream_bad_response' });
+
+    assert.throws(() => new OpenAIChatStream(1, false, 0).push(event('{oops')), { code: 'upstream_bad_response' });
+    assert.throws(() => new OpenAIChatStream(1, false, 0).push(chunk([{ index: 3, delta: {} }])), {
+      code: 'upstream_bad_response',
+    });
+    assert.throws(
+      () =>
+        new OpenAIChatStream(1, false, 0).push(
+          event({ error: { message: 'CUDA out of memory', type: 'server_error' } }),
+        ),
+      { code: 'upstream_error', message: /CUDA out of memory/ },
+    );
+  });
+});
+
+void describe('SseDecoder', () => {
+  void it('decodes data lines, comments, multi-line data and a last event without its blank line', () => {
+    const decoder = new SseDecoder();
+    const lines = [': ping', 'data: {"a":1}', '', 'event: x', 'data:one', 'data: two', '', 'id: 3', '', 'data: [DONE]'];
+    const events = lines.map((l) => decoder.line(l)).filter((e) => e !== null);
+    assert.deepEqual(events, [
+      { event: 'message', data: '{"a":1}' },
+      { event: 'x', data: 'one\ntwo' },
+    ]);
+    assert.deepEqual(decoder.end(), { event: 'message', data: '[DONE]' });
+    assert.equal(decoder.end(), null);
+    const errors = new SseDecoder();
+    errors.line('error: {"message":"boom"}');
+    assert.deepEqual(errors.line(''), { event: 'error', data: '{"message":"boom"}' });
+  });
+});

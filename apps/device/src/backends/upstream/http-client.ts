@@ -1,0 +1,283 @@
+import http from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
+import { BackendError, cancelledError } from '../backend';
+
+/**
+ * The agent's HTTP client for local runtimes, on node:http rather than fetch: no hidden headers or
+ * body timeout (a runtime may think for minutes before its first byte while it loads a model or
+ * evaluates a long prompt), one connection per request (a cancelled request closes its socket, which
+ * is how Ollama, llama.cpp and vLLM notice that they should stop generating), and plain error codes.
+ */
+
+/** Socket errors that mean nothing listens there (or the host is gone): the runtime is down. */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EADDRNOTAVAIL',
+  'UPSTREAM_CONNECT_TIMEOUT',
+]);
+
+/** An error body is read up to this size; the rest is not needed to say what went wrong. */
+const MAX_ERROR_BODY = 64 * 1024;
+/** One NDJSON line or SSE line longer than this is not a runtime's output: the stream is malformed. */
+export const MAX_LINE = 8 * 1024 * 1024;
+
+export interface UpstreamRequest {
+  method: 'GET' | 'POST';
+  url: URL;
+  /** Sent as `Authorization: Bearer ...` when set; never logged, never part of an error message. */
+  apiKey?: string;
+  /** Serialized as JSON. */
+  body?: unknown;
+  signal: AbortSignal;
+  /** Time allowed to open the TCP (and TLS) connection; after that the runtime counts as unreachable. */
+  connectTimeoutMs: number;
+}
+
+/** Where a request went, for messages: the origin and path, never credentials or a query string. */
+export function describeUrl(url: URL): string {
+  return `${url.origin}${url.pathname}`;
+}
+
+/** Sends a request and resolves with the response once its headers arrive (any status). */
+export function send(request: UpstreamRequest): Promise<IncomingMessage> {
+  const { url, signal } = request;
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(cancelledError());
+      return;
+    }
+    const payload = request.body === undefined ? undefined : Buffer.from(JSON.stringify(request.body), 'utf8');
+    const headers: Record<string, string> = { accept: 'application/json, application/x-ndjson, text/event-stream' };
+    if (payload) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(payload.length);
+    }
+    if (request.apiKey) {
+      headers.authorization = `Bearer ${request.apiKey}`;
+    }
+    const client = url.protocol === 'https:' ? https : http;
+    // agent: false = a fresh connection, closed after the response: no stale keep-alive socket to trip over.
+    const req = client.request(url, { method: request.method, headers, agent: false, signal });
+    let connectTimer: NodeJS.Timeout | undefined;
+    req.on('socket', (socket) => {
+      if (socket.connecting) {
+        connectTimer = setTimeout(() => {
+          const error = new Error(`no connection within ${request.connectTimeoutMs} ms`) as NodeJS.ErrnoException;
+          error.code = 'UPSTREAM_CONNECT_TIMEOUT';
+          req.destroy(error);
+        }, request.connectTimeoutMs);
+        socket.once('connect', () => clearTimeout(connectTimer));
+      }
+    });
+    req.on('response', (res) => {
+      clearTimeout(connectTimer);
+      resolve(res);
+    });
+    req.on('error', (error) => {
+      clearTimeout(connectTimer);
+      reject(requestError(error, url, signal));
+    });
+    req.end(payload);
+  });
+}
+
+/** Maps a socket-level failure: cancelled, unreachable (the runtime is down) or a broken exchange. */
+export function requestError(error: unknown, url: URL, signal: AbortSignal): Error {
+  if (signal.aborted) {
+    return cancelledError();
+  }
+  if (error instanceof BackendError) {
+    return error;
+  }
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code && UNREACHABLE_CODES.has(code)) {
+    const why = code === 'UPSTREAM_CONNECT_TIMEOUT' ? 'connection timed out' : code;
+    return new BackendError('upstream_unreachable', `cannot reach the upstream at ${describeUrl(url)} (${why})`);
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new BackendError('upstream_error', `the connection to the upstream failed: ${code ?? message}`);
+}
+
+/** Reads a (small) response body as text, up to `limit` bytes. */
+export async function readText(res: IncomingMessage, url: URL, signal: AbortSignal, limit = MAX_ERROR_BODY) {
+  const decoder = new StringDecoder('utf8');
+  let text = '';
+  try {
+    for await (const chunk of res) {
+      text += decoder.write(chunk as Buffer);
+      if (text.length >= limit) {
+        res.destroy();
+        return text.slice(0, limit);
+      }
+    }
+  } catch (error) {
+    throw requestError(error, url, signal);
+  }
+  return text + decoder.end();
+}
+
+/**
+ * The lines of a streamed body (without their `\n` or `\r\n`), as they arrive. A last line without a
+ * newline is yielded too. Throws `upstream_bad_response` for a line longer than {@link MAX_LINE}.
+ */
+export async function* readLines(res: IncomingMessage, url: URL, signal: AbortSignal): AsyncGenerator<string> {
+  const decoder = new StringDecoder('utf8');
+  let buffer = '';
+  try {
+    for await (const chunk of res) {
+      buffer += decoder.write(chunk as Buffer);
+      let newline: number;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        yield line.endsWith('\r') ? line.slice(0, -1) : line;
+      }
+      if (buffer.length > MAX_LINE) {
+        throw new BackendError('upstream_bad_response', `the upstream sent a line longer than ${MAX_LINE} bytes`);
+      }
+    }
+  } catch (error) {
+    throw requestError(error, url, signal);
+  }
+  buffer += decoder.end();
+  if (buffer.length > 0) {
+    yield buffer.endsWith('\r') ? buffer.slice(0, -1) : buffer;
+  }
+}
+
+/** What an error body says, whichever runtime wrote it. */
+export interface UpstreamErrorBody {
+  message: string;
+  code?: string;
+  type?: string;
+}
+
+/**
+ * Reads the error bodies of the runtimes: Ollama's `{"error": "..."}`, OpenAI's and vLLM's
+ * `{"error": {"message", "type", "param", "code"}}`, older vLLM's top-level `{"message", "type", "code"}`,
+ * FastAPI's `{"detail": ...}`, or plain text.
+ */
+export function parseErrorBody(text: string): UpstreamErrorBody {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { message: text.trim().slice(0, 1000) };
+  }
+  const str = (v: unknown) => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined);
+  if (body && typeof body === 'object') {
+    const b = body as Record<string, unknown>;
+    if (typeof b.error === 'string') {
+      return { message: b.error };
+    }
+    if (b.error && typeof b.error === 'object') {
+      const e = b.error as Record<string, unknown>;
+      return { message: str(e.message) ?? JSON.stringify(e), code: str(e.code), type: str(e.type) };
+    }
+    if (typeof b.message === 'string') {
+      return { message: b.message, code: str(b.code), type: str(b.type) };
+    }
+    if (b.detail !== undefined) {
+      return { message: typeof b.detail === 'string' ? b.detail : JSON.stringify(b.detail) };
+    }
+  }
+  return { message: text.trim().slice(0, 1000) };
+}
+
+/**
+ * The runtimes' ways of saying that the prompt does not fit: OpenAI and vLLM ("maximum context
+ * length is ..."), newer vLLM ("... is too long and exceeds limit", "longer than the maximum model
+ * length"), llama.cpp ("exceeds the available context size", "input is too large to process"),
+ * LM Studio ("context length"), Ollama ("prompt too long").
+ */
+const CONTEXT_PATTERN =
+  /context[ _-]?(length|size|window)|maximum (context|model length)|too long|too large to process|too many tokens|exceeds? (the )?(available )?context/i;
+/** Ollama refuses a request that needs a capability the model lacks: `"gemma2" does not support tools`. */
+const CAPABILITY_PATTERN = /does not support (tools|thinking|insert|vision|completion)/i;
+
+/** The task error for an upstream's HTTP error status and body. */
+export function httpError(status: number, body: UpstreamErrorBody): BackendError {
+  const detail = body.message || `HTTP ${status}`;
+  if (
+    body.code === 'context_length_exceeded' ||
+    body.type === 'exceed_context_size_error' ||
+    (status >= 400 && CONTEXT_PATTERN.test(detail))
+  ) {
+    return new BackendError('context_length_exceeded', `the prompt does not fit the model's context: ${detail}`);
+  }
+  if (status === 404) {
+    return new BackendError('model_not_found', `the upstream does not have the model: ${detail}`);
+  }
+  if (CAPABILITY_PATTERN.test(detail)) {
+    return new BackendError('unsupported_by_model', `the upstream model cannot do this: ${detail}`);
+  }
+  if (status === 401 || status === 403) {
+    return new BackendError(
+      'upstream_unauthorized',
+      `the upstream refused the agent's credentials (HTTP ${status}): ${detail}`,
+    );
+  }
+  if (status === 429) {
+    return new BackendError('upstream_busy', `the upstream is busy (HTTP 429): ${detail}`);
+  }
+  if (status >= 500) {
+    return new BackendError('upstream_error', `the upstream failed (HTTP ${status}): ${detail}`);
+  }
+  if (status >= 400) {
+    return new BackendError('upstream_bad_request', `the upstream refused the request (HTTP ${status}): ${detail}`);
+  }
+  return new BackendError('upstream_bad_response', `the upstream answered with HTTP ${status}`);
+}
+
+/** A response that is not a success: reads its body and turns it into the task error. */
+export async function failure(res: IncomingMessage, url: URL, signal: AbortSignal): Promise<BackendError> {
+  const text = await readText(res, url, signal);
+  return httpError(res.statusCode ?? 0, parseErrorBody(text));
+}
+
+/** GETs a JSON document (discovery and health probes). */
+export async function getJson(
+  url: URL,
+  options: { apiKey?: string; signal: AbortSignal; connectTimeoutMs: number },
+): Promise<unknown> {
+  const res = await send({ method: 'GET', url, ...options });
+  if ((res.statusCode ?? 0) < 200 || (res.statusCode ?? 0) >= 300) {
+    throw await failure(res, url, options.signal);
+  }
+  const text = await readText(res, url, options.signal, MAX_LINE);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new BackendError('upstream_bad_response', `${describeUrl(url)} did not answer with JSON`);
+  }
+}
+
+/** `base` with `path` appended to its path (`http://h:8000/v1` + `/models` → `http://h:8000/v1/models`). */
+export function endpoint(base: URL, path: string): URL {
+  const url = new URL(base.href);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
+  url.search = '';
+  url.hash = '';
+  return url;
+}
+
+/** An error a runtime reports inside its stream (an NDJSON `{"error": ...}` line, an SSE error event). */
+export function streamError(body: UpstreamErrorBody): BackendError {
+  if (body.code === 'context_length_exceeded' || CONTEXT_PATTERN.test(body.message)) {
+    return new BackendError('context_length_exceeded', `the prompt does not fit the model's context: ${body.message}`);
+  }
+  return new BackendError('upstream_error', `the upstream failed mid-answer: ${body.message || 'no message'}`);
+}
+
+/** A stream line or event that is not what the runtime's format says. */
+export function badResponse(what: string): BackendError {
+  return new BackendError('upstream_bad_response', `the upstream sent a malformed stream: ${what}`);
+}

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { createLogger } from '@app/common/logging/logger';
+import type { Feature } from '@app/common/protocol/chat';
+import { BackendError, cancelledError } from '../backend';
+import type { ModelMapping, ProbeResult } from './upstream-monitor';
+import { UpstreamMonitor } from './upstream-monitor';
+
+const logger = createLogger('monitor-test', 'silent');
+const monitors: UpstreamMonitor[] = [];
+afterEach(() => monitors.splice(0).forEach((m) => m.stop()));
+
+async function until(predicate: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 400 && !predicate(); i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.ok(predicate(), `timed out waiting for ${what}`);
+}
+
+/** A monitor over a scripted runtime: `state.answer` is what the next probe gets. */
+function harness(mapping: ModelMapping[] = [], featureOverride?: Feature[], intervalMs = 100) {
+  const state: { answer: ProbeResult | Error; probes: number; changes: number } = {
+    answer: { models: ['a'], features: ['tools'], runtime: 'fake' },
+    probes: 0,
+    changes: 0,
+  };
+  const monitor = new UpstreamMonitor({
+    backend: 'fake',
+    mapping,
+    featureOverride,
+    defaultFeatures: ['stream_usage'],
+    discoveryIntervalMs: intervalMs,
+    healthIntervalMs: intervalMs,
+    probeTimeoutMs: 1_000,
+    probe: async () => {
+      state.probes++;
+      if (state.answer instanceof Error) {
+        throw state.answer;
+      }
+      return state.answer;
+    },
+    aliases: (name) => [name, `${name}:latest`],
+    logger,
+  });
+  monitors.push(monitor);
+  return { monitor, state, start: () => monitor.start(() => state.changes++) };
+}
+
+const unreachable = () => new BackendError('upstream_unreachable', 'cannot reach the upstream (ECONNREFUSED)');
+
+void describe('UpstreamMonitor', () => {
+  void it('serves what the runtime lists, and follows additions and removals', async () => {
+    const h = harness();
+    await h.start();
+    assert.equal(h.monitor.available(), true);
+    assert.deepEqual(h.monitor.models(), ['a']);
+    assert.deepEqual(h.monitor.features(), ['tools']);
+    assert.equal(h.monitor.upstreamName('a'), 'a');
+    h.state.answer = { models: ['b', 'a'], features: ['tools'], runtime: 'fake' };
+    await until(() => h.monitor.models().length === 2, 'an added model');
+    assert.deepEqual(h.monitor.models(), ['a', 'b']);
+    h.state.answer = { models: ['b'], features: ['tools'], runtime: 'fake' };
+    await until(() => h.monitor.models().length === 1, 'a removed model');
+    assert.throws(() => h.monitor.upstreamName('a'), { code: 'model_not_found' });
+    assert.ok(h.state.changes >= 2);
+  });
+
+  void it('keeps explicit mappings whatever the runtime lists, and honours --features', async () => {
+    const h = harness([{ public: 'org/Model-GGUF:Q4', upstream: 'model:3b' }], ['n']);
+    h.state.answer = { models: [], features: ['tools'], runtime: 'fake' };
+    await h.start();
+    assert.deepEqual(h.monitor.models(), ['org/Model-GGUF:Q4']);
+    assert.equal(h.monitor.upstreamName('org/Model-GGUF:Q4'), 'model:3b');
+    assert.throws(() => h.monitor.upstreamName('model:3b'), { code: 'model_not_found' });
+    assert.deepEqual(h.monitor.features(), ['n']);
+  });
+
+  void it('is unavailable while the runtime cannot be reached, and available again once it answers', async () => {
+    const h = harness();
+    h.state.answer = unreachable();
+    await h.start();
+    assert.equal(h.monitor.available(), false);
+    assert.deepEqual(h.monitor.features(), ['stream_usage'], 'the default set until a probe says otherwise');
+    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
+    await until(() => h.monitor.available(), 'recovery');
+    const changes = h.state.changes;
+
+    // A task that finds the connection refused marks it unavailable at once, before any probe.
+    h.state.answer = unreachable();
+    h.monitor.markUnreachable('ECONNREFUSED');
+    assert.equal(h.monitor.available(), false);
+    assert.equal(h.state.changes, changes + 1, 'the agent is told at once');
+    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
+    await until(() => h.monitor.available(), 'second recovery');
+    assert.ok(h.state.changes > changes);
+  });
+
+  void it('counts a probe that gets no answer in time as unreachable', async () => {
+    const h = harness();
+    h.state.answer = cancelledError();
+    await h.start();
+    assert.equal(h.monitor.available(), false);
+  });
+
+  void it('stays available when the runtime answers with an error, keeping the models it knew', async () => {
+    const h = harness();
+    await h.start();
+    h.state.answer = new BackendError('upstream_error', 'the upstream failed (HTTP 500)');
+    const probes = h.state.probes;
+    await until(() => h.state.probes > probes + 1, 'more probes');
+    assert.equal(h.monitor.available(), true);
+    assert.deepEqual(h.monitor.models(), ['a']);
+  });
+
+  void it('probes again at once when asked', async () => {
+    const h = harness([], undefined, 60_000);
+    await h.start();
+    const probes = h.state.probes;
+    h.monitor.refreshSoon();
+    await until(() => h.state.probes > probes, 'a probe');
+  });
+});

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { DeviceOptions } from './options';
+import { parseArgs, parseModelMapping, USAGE_EXIT_CODE } from './options';
+
+const TOKEN = `syd_${'a'.repeat(40)}`;
+const base = ['node', 'device', '--server', 'http://127.0.0.1:8081', '--token', TOKEN];
+
+function parse(args: string[]): { options?: DeviceOptions; exitCode?: number; stderr: string } {
+  let stderr = '';
+  const result = parseArgs([...base, ...args], { writeOut: () => undefined, writeErr: (s) => (stderr += s) });
+  return result.ok ? { options: result.options, stderr } : { exitCode: result.exitCode, stderr };
+}
+
+void describe('parseArgs', () => {
+  void it('configures the ollama backend with its default URL, discovering models', () => {
+    const { options } = parse(['--backend', 'ollama']);
+    assert.deepEqual(options?.backend, {
+      name: 'ollama',
+      options: { upstream: 'http://127.0.0.1:11434', models: [], discoveryIntervalMs: 15_000, healthIntervalMs: 3_000 },
+    });
+  });
+
+  void it('maps public ids to upstream names, takes an API key, features and intervals', () => {
+    const { options } = parse([
+      '--backend',
+      'openai',
+      '--upstream',
+      'http://127.0.0.1:8000/v1/',
+      '--model',
+      'bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M=llama3.2:3b',
+      '--model',
+      'plain',
+      '--api-key',
+      'secret',
+      '--features',
+      'tools,stream_usage',
+      '--discovery-interval-ms',
+      '500',
+      '--health-interval-ms',
+      '250',
+    ]);
+    assert.deepEqual(options?.backend, {
+      name: 'openai',
+      options: {
+        upstream: 'http://127.0.0.1:8000/v1',
+        models: [
+          { public: 'bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M', upstream: 'llama3.2:3b' },
+          { public: 'plain', upstream: 'plain' },
+        ],
+        apiKey: 'secret',
+        features: ['tools', 'stream_usage'],
+        discoveryIntervalMs: 500,
+        healthIntervalMs: 250,
+      },
+    });
+  });
+
+  void it('keeps the sim backend as it was', () => {
+    const { options } = parse(['--model', 'a=b', '--sim-tokens', '3']);
+    assert.equal(options?.backend.name, 'sim');
+    assert.deepEqual((options?.backend.options as { models: string[] }).models, ['a=b']);
+  });
+
+  void it('refuses options that do not fit the backend, and bad values', () => {
+    const refused = (args: string[], message: RegExp) => {
+      const { exitCode, stderr } = parse(args);
+      assert.equal(exitCode, USAGE_EXIT_CODE, args.join(' '));
+      assert.match(stderr, message);
+    };
+    refused(['--backend', 'openai'], /needs --upstream/);
+    refused(['--backend', 'ollama', '--sim-tokens', '3'], /--sim-tokens applies only to --backend sim/);
+    refused(['--model', 'x', '--upstream', 'http://h:1'], /--upstream applies only to --backend ollama and openai/);
+    refused(['--backend', 'ollama', '--upstream', 'ftp://h'], /http:\/\/ or https:\/\//);
+    refused(['--backend', 'ollama', '--model', 'a='], /upstream name must be/);
+    refused(['--backend', 'ollama', '--model', 'a=b', '--model', 'a=c'], /mapped twice/);
+    refused(['--backend', 'ollama', '--discovery-interval-ms', '5'], /from 100/);
+    refused(['--backend', 'ollama', '--features', 'telepathy'], /unknown feature/);
+  });
+
+  void it('splits a mapping at the first =', () => {
+    assert.deepEqual(parseModelMapping('a=b=c'), { public: 'a', upstream: 'b=c' });
+    assert.deepEqual(parseModelMapping('x'), { public: 'x', upstream: 'x' });
+  });
+});

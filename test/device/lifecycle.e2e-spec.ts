@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { closeDb, createDevice, createTenant, freePort, sleep, startApi, uniq, waitTerminal } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { postSse } from '../support/sse';
+import { chat, completionsUrl, startDispatcherOn, startRuntimeDevice, taskRow, waitStatus } from './support/device';
+import type { Recorded } from './support/fake-runtimes';
+import { FakeOllama } from './support/fake-runtimes';
+
+/** Until the runtime saw its request's connection close. */
+async function waitClosed(rec: Recorded): Promise<void> {
+  for (let i = 0; i < 1_000 && rec.closedAt === null; i++) {
+    await sleep(10);
+  }
+  assert.ok(rec.closedAt !== null, "the runtime's request was never closed");
+}
+
+/** A dispatcher that dies mid-task, and the agent's own shutdown. */
+describe('agent lifecycle with a runtime', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let tenant: Tenant;
+  const procs: Proc[] = [];
+  const ollama = new FakeOllama(['llama3.2:3b']);
+  const model = uniq('lifecycle');
+  const words = (n: number) => Array.from({ length: n }, (_, i) => (i === 0 ? 'w0' : ` w${i}`));
+
+  before(async () => {
+    await ollama.start();
+    // The api ends a task whose dispatcher vanished after this much silence.
+    [api, dispatcher] = await Promise.all([
+      startApi({ TASK_IDLE_TIMEOUT_MS: '3000' }),
+      freePort().then((port) => startDispatcherOn(port)),
+    ]);
+    tenant = await createTenant([model]);
+  });
+
+  after(async () => {
+    await Promise.all([...procs.map((p) => p.stop('SIGKILL')), api?.stop(), dispatcher?.stop(), ollama.stop()]);
+    await closeDb();
+  });
+
+  async function device(): Promise<Proc> {
+    const { token } = await createDevice();
+    const proc = await startRuntimeDevice(dispatcher, token, {
+      backend: 'ollama',
+      upstream: ollama.url,
+      models: [`${model}=llama3.2:3b`],
+    });
+    procs.push(proc);
+    return proc;
+  }
+
+  it('dispatcher killed mid-task: the runtime request is aborted, the client gets an error, the agent serves the new dispatcher', async () => {
+    const agent = await device();
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: words(2_000), intervalMs: 20 }));
+    const seen = ollama.chats().length;
+    const pending = postSse(completionsUrl(api), tenant.key, {
+      model,
+      stream: true,
+      messages: [{ role: 'user', content: 'a long story' }],
+    });
+    await waitStatus(tenant, 'streaming');
+    const rec = await ollama.waitChats(seen + 1);
+    const announces = () => agent.output.split('announced to dispatcher').length - 1;
+    const announcedBefore = announces();
+
+    dispatcher.proc.child.kill('SIGKILL');
+    await dispatcher.proc.exited;
+    // Back on the same port while the rest is checked, as a supervisor would restart it.
+    const restarted = startDispatcherOn(dispatcher.port);
+    // The agent drops the task with its connection, and stops the runtime.
+    await waitClosed(rec);
+    assert.equal(rec.completed, false);
+
+    const res = await pending;
+    assert.equal(res.status, 200);
+    const last = res.events.at(-1);
+    assert.equal(typeof last.error?.code, 'string', `the stream ended with ${JSON.stringify(last)}`);
+    assert.ok(!res.events.includes('[DONE]'));
+    const row = await waitTerminal(res.events[0].task_address);
+    assert.ok(['failed', 'timed_out'].includes(row.status), row.status);
+
+    dispatcher = await restarted;
+    await agent.waitFor(/disconnected from dispatcher/);
+    for (let i = 0; i < 600 && announces() === announcedBefore; i++) {
+      await sleep(50);
+    }
+    assert.ok(announces() > announcedBefore, 'the agent announced itself to the new dispatcher');
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['Back', '.'] }));
+    const next = await chat(api, tenant, { model });
+    assert.equal(next.status, 200, next.text);
+    assert.equal(next.body.choices[0].message.content, 'Back.');
+    await agent.stop();
+  });
+
+  it('SIGTERM mid-task: the task completes, the agent exits 0', async () => {
+    const agent = await device();
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: words(40), intervalMs: 25 }));
+    const seen = ollama.chats().length;
+    const pending = chat(api, tenant, { model });
+    await waitStatus(tenant, 'streaming');
+    const rec = await ollama.waitChats(seen + 1);
+    agent.child.kill('SIGTERM');
+    await agent.waitFor(/shutting down after the current task/);
+    const res = await pending;
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.choices[0].message.content, words(40).join(''));
+    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    assert.equal(await agent.exited, 0);
+    assert.equal(rec.completed, true, 'the runtime finished its answer');
+    assert.equal((await taskRow(tenant, res.body.task_address)).status, 'completed');
+  });
+
+  it('a second signal cancels the task: the runtime request is aborted, device_shutdown, exit 0', async () => {
+    const agent = await device();
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: words(2_000), intervalMs: 20 }));
+    const seen = ollama.chats().length;
+    const pending = chat(api, tenant, { model });
+    await waitStatus(tenant, 'streaming');
+    const rec = await ollama.waitChats(seen + 1);
+    agent.child.kill('SIGTERM');
+    await agent.waitFor(/shutting down after the current task/);
+    agent.child.kill('SIGTERM');
+    const res = await pending;
+    assert.equal(res.status, 502, res.text);
+    assert.equal(res.body.error.code, 'device_shutdown');
+    assert.equal(await agent.exited, 0);
+    await waitClosed(rec);
+    assert.equal(rec.completed, false);
+  });
+});

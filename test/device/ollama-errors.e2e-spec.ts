@@ -1,0 +1,3 @@
+import { upstreamErrorSuite } from './support/upstream-errors';
+
+upstreamErrorSuite('ollama');

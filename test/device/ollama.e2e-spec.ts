@@ -1,0 +1,263 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { postSse } from '../support/sse';
+import { chat, completionsUrl, logLines, startRuntimeDevice, taskRow, waitFeatures } from './support/device';
+import { FakeOllama } from './support/fake-runtimes';
+
+/** The ollama backend through the real api, dispatcher and agent: what reaches Ollama, and what comes back. */
+describe('device agent with Ollama', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let device: Proc;
+  let tenant: Tenant;
+  let token: string;
+  const ollama = new FakeOllama(['llama3.2:3b', 'qwen3:8b']);
+  // Catalog names that differ from Ollama's, as with --model <public-id>=<upstream-name>.
+  const llama = uniq('bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M');
+  const qwen = uniq('Qwen/Qwen3-8B');
+  const apiKey = 'upstream-secret-7f3a9c';
+
+  before(async () => {
+    await ollama.start();
+    [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
+    tenant = await createTenant([llama, qwen]);
+    ({ token } = await createDevice());
+    device = await startRuntimeDevice(dispatcher, token, {
+      backend: 'ollama',
+      upstream: ollama.url,
+      models: [`${llama}=llama3.2:3b`, `${qwen}=qwen3:8b`],
+      extraArgs: ['--api-key', apiKey],
+    });
+  });
+
+  after(async () => {
+    await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop(), ollama.stop()]);
+    await closeDb();
+  });
+
+  it('maps messages, roles, tools, tool results, format, options and think; thinking and usage come back', async () => {
+    const schema = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
+    const weatherTool = {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'Current weather in a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    };
+    ollama.handlers.set(
+      'llama3.2:3b',
+      FakeOllama.reply({
+        thinking: ['Checking', ' the tool result.'],
+        content: ['{"answer":', '"21 degrees"}'],
+        promptEvalCount: 42,
+        evalCount: 9,
+      }),
+    );
+    const res = await chat(api, tenant, {
+      model: llama,
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'call_abc', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'call_abc', content: '{"temp_c":21}' },
+        { role: 'user', content: 'And in words?' },
+      ],
+      tools: [weatherTool],
+      tool_choice: 'auto',
+      temperature: 0.3,
+      top_p: 0.9,
+      max_tokens: 100,
+      stop: ['END', '###'],
+      presence_penalty: 0.5,
+      frequency_penalty: 0.25,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema } },
+      reasoning_effort: 'medium',
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(ollama.lastChat().body, {
+      model: 'llama3.2:3b',
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }],
+        },
+        { role: 'tool', content: '{"temp_c":21}', tool_name: 'get_weather' },
+        { role: 'user', content: 'And in words?' },
+      ],
+      stream: true,
+      options: {
+        num_predict: 100,
+        temperature: 0.3,
+        top_p: 0.9,
+        stop: ['END', '###'],
+        presence_penalty: 0.5,
+        frequency_penalty: 0.25,
+      },
+      tools: [weatherTool],
+      format: schema,
+      think: 'medium',
+    });
+    assert.equal(ollama.lastChat().headers['content-type'], 'application/json');
+    const choice = res.body.choices[0];
+    assert.equal(choice.message.content, '{"answer":"21 degrees"}');
+    assert.equal(choice.message.reasoning_content, 'Checking the tool result.');
+    assert.equal(choice.finish_reason, 'stop');
+    assert.deepEqual(res.body.usage, { prompt_tokens: 42, completion_tokens: 9, total_tokens: 51 });
+    assert.equal(res.body.model, llama);
+    const row = await taskRow(tenant, res.body.task_address);
+    assert.equal(row.status, 'completed');
+    assert.equal(row.finishReason, 'stop');
+    assert.equal(row.promptTokens, 42);
+    assert.equal(row.completionTokens, 9);
+  });
+
+  it('streams to the client as Ollama streams, with done_reason length as finish_reason length', async () => {
+    ollama.handlers.set(
+      'llama3.2:3b',
+      FakeOllama.reply({ content: ['One', ' two', ' three'], doneReason: 'length', promptEvalCount: 5, evalCount: 3 }),
+    );
+    const res = await postSse(completionsUrl(api), tenant.key, {
+      model: llama,
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 3,
+      messages: [{ role: 'user', content: 'Count.' }],
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(ollama.lastChat().body.options, { num_predict: 3 });
+    const pieces = res.events
+      .filter((e) => e !== '[DONE]')
+      .flatMap((e) => e.choices)
+      .map((c: any) => c.delta?.content)
+      .filter((c: unknown) => typeof c === 'string' && c !== '');
+    assert.deepEqual(pieces, ['One', ' two', ' three']);
+    const finish = res.events.flatMap((e) => (e === '[DONE]' ? [] : e.choices)).find((c: any) => c.finish_reason);
+    assert.equal(finish.finish_reason, 'length');
+    assert.deepEqual(res.events.at(-2).usage, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
+    assert.equal(res.events.at(-1), '[DONE]');
+  });
+
+  it("returns Ollama's tool calls whole, with JSON string arguments and finish_reason tool_calls", async () => {
+    ollama.handlers.set(
+      'llama3.2:3b',
+      FakeOllama.reply({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris', days: 2 } }] }),
+    );
+    const res = await chat(api, tenant, {
+      model: llama,
+      tools: [{ type: 'function', function: { name: 'get_weather' } }],
+    });
+    assert.equal(res.status, 200, res.text);
+    const message = res.body.choices[0].message;
+    assert.equal(message.content, null);
+    assert.equal(message.tool_calls.length, 1);
+    assert.match(message.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
+    assert.deepEqual(message.tool_calls[0].function, { name: 'get_weather', arguments: '{"city":"Paris","days":2}' });
+    assert.equal(res.body.choices[0].finish_reason, 'tool_calls');
+  });
+
+  it('sends format "json" for json_object, and no tools with tool_choice none', async () => {
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['{}'] }));
+    const json = await chat(api, tenant, { model: llama, response_format: { type: 'json_object' } });
+    assert.equal(json.status, 200, json.text);
+    assert.equal(ollama.lastChat().body.format, 'json');
+    const none = await chat(api, tenant, {
+      model: llama,
+      tools: [{ type: 'function', function: { name: 'get_weather' } }],
+      tool_choice: 'none',
+    });
+    assert.equal(none.status, 200, none.text);
+    assert.equal('tools' in ollama.lastChat().body, false);
+  });
+
+  it('sends think: true to a model that refuses think levels, and remembers it', async () => {
+    const handled = FakeOllama.reply({ thinking: ['Hmm.'], content: ['Yes.'] });
+    ollama.handlers.set('qwen3:8b', async (ctx) => {
+      if (typeof ctx.body.think === 'string') {
+        await FakeOllama.error(400, `think value "${ctx.body.think}" is not supported for this model`)(ctx);
+        return;
+      }
+      await handled(ctx);
+    });
+    const before = ollama.chats().length;
+    const first = await chat(api, tenant, { model: qwen, reasoning_effort: 'low' });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body.choices[0].message.reasoning_content, 'Hmm.');
+    assert.deepEqual(
+      ollama
+        .chats()
+        .slice(before)
+        .map((r) => r.body.think),
+      ['low', true],
+    );
+    const second = await chat(api, tenant, { model: qwen, reasoning_effort: 'high' });
+    assert.equal(second.status, 200, second.text);
+    assert.deepEqual(
+      ollama
+        .chats()
+        .slice(before)
+        .map((r) => r.body.think),
+      ['low', true, true],
+    );
+  });
+
+  it('declares logprobs only for an Ollama that has them (0.12.11+), and never n or logit_bias', async () => {
+    ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['Hi', '!'], logprobs: true }));
+    const res = await chat(api, tenant, { model: llama, logprobs: true, top_logprobs: 1 });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(ollama.lastChat().body.logprobs, true);
+    assert.equal(ollama.lastChat().body.top_logprobs, 1);
+    assert.deepEqual(res.body.choices[0].logprobs.content, [
+      {
+        token: 'Hi',
+        logprob: -0.25,
+        bytes: [72, 105],
+        top_logprobs: [{ token: 'Hi', logprob: -0.25, bytes: [72, 105] }],
+      },
+      { token: '!', logprob: -0.25, bytes: [33], top_logprobs: [{ token: '!', logprob: -0.25, bytes: [33] }] },
+    ]);
+    for (const extra of [{ n: 2 }, { logit_bias: { '42': 5 } }]) {
+      const refused = await chat(api, tenant, { model: llama, ...extra });
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal(refused.body.error.code, 'unsupported_by_node');
+    }
+    // An older Ollama ignores logprobs without a word: once the agent sees the version, it stops declaring them.
+    ollama.version = '0.12.10';
+    await waitFeatures(token, llama, (f) => !f.includes('logprobs'));
+    const older = await chat(api, tenant, { model: llama, logprobs: true });
+    assert.equal(older.status, 400, older.text);
+    assert.equal(older.body.error.code, 'unsupported_by_node');
+    assert.equal(older.body.error.param, 'logprobs');
+    ollama.version = '0.12.11';
+    await waitFeatures(token, llama, (f) => f.includes('logprobs'));
+    assert.equal((await chat(api, tenant, { model: llama, logprobs: true })).status, 200);
+  });
+
+  it('sends the API key to Ollama, never logs it, and logs one line per task without content', async () => {
+    assert.equal(ollama.lastChat().headers.authorization, `Bearer ${apiKey}`);
+    assert.ok(ollama.requests.some((r) => r.path === '/api/tags' && r.headers.authorization === `Bearer ${apiKey}`));
+    assert.ok(!device.output.includes(apiKey));
+    assert.ok(!device.output.includes('Weather in Paris'));
+    assert.ok(!device.output.includes('21 degrees'));
+    const tasks = logLines(device).filter((l) => l.msg === 'task finished');
+    const addresses = new Set(tasks.map((l) => l.task_address));
+    assert.equal(addresses.size, tasks.length, 'one line per task');
+    const first = tasks.find((l) => l.prompt_tokens === 42)!;
+    assert.equal(first.model, llama);
+    assert.equal(first.outcome, 'completed');
+    assert.equal(first.completion_tokens, 9);
+    assert.equal(typeof first.ttft_ms, 'number');
+    assert.equal(typeof first.total_ms, 'number');
+  });
+});

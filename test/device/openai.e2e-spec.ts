@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { postSse } from '../support/sse';
+import { chat, completionsUrl, startRuntimeDevice, taskRow, waitFeatures } from './support/device';
+import { FakeOpenAI } from './support/fake-runtimes';
+
+/** The openai backend (llama.cpp server, vLLM, LM Studio) through the real api, dispatcher and agent. */
+describe('device agent with an OpenAI-compatible server', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let device: Proc;
+  let tenant: Tenant;
+  let token: string;
+  const upstreamModel = 'meta-llama/Llama-3.2-3B-Instruct';
+  const server = new FakeOpenAI([upstreamModel]);
+  const model = uniq('llama-3.2-3b');
+  const apiKey = 'sk-local-5b2e';
+
+  before(async () => {
+    await server.start();
+    [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
+    tenant = await createTenant([model]);
+    ({ token } = await createDevice());
+    device = await startRuntimeDevice(dispatcher, token, {
+      backend: 'openai',
+      upstream: server.baseUrl,
+      models: [`${model}=${upstreamModel}`],
+      extraArgs: ['--api-key', apiKey],
+    });
+  });
+
+  after(async () => {
+    await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop(), server.stop()]);
+    await closeDb();
+  });
+
+  const weatherTool = {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Current weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } } },
+    },
+  };
+
+  it('passes the request through and joins tool call fragments into whole calls', async () => {
+    server.handlers.set(
+      upstreamModel,
+      FakeOpenAI.reply({
+        toolCalls: [
+          { id: 'call_x1', name: 'get_weather', arguments: ['{"ci', 'ty": "Par', 'is"}'] },
+          { id: 'call_x2', name: 'get_time', arguments: ['{}'] },
+        ],
+        finishReason: 'tool_calls',
+        usage: { prompt_tokens: 20, completion_tokens: 11, total_tokens: 31 },
+      }),
+    );
+    const messages = [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Weather in Oslo?' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'call_0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'call_0', content: '{"temp_c":3}' },
+      { role: 'user', content: 'And Paris?' },
+    ];
+    const res = await chat(api, tenant, {
+      model,
+      messages,
+      tools: [weatherTool],
+      tool_choice: 'auto',
+      temperature: 0.7,
+      top_p: 0.95,
+      max_tokens: 200,
+      stop: ['</s>'],
+      frequency_penalty: 0.1,
+      presence_penalty: -0.2,
+      response_format: { type: 'json_object' },
+      logit_bias: { '128001': -100 },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(server.lastChat().body, {
+      model: upstreamModel,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 200,
+      temperature: 0.7,
+      top_p: 0.95,
+      frequency_penalty: 0.1,
+      presence_penalty: -0.2,
+      response_format: { type: 'json_object' },
+      tools: [weatherTool],
+      tool_choice: 'auto',
+      logit_bias: { '128001': -100 },
+      stop: ['</s>'],
+    });
+    assert.equal(server.lastChat().headers.authorization, `Bearer ${apiKey}`);
+    const choice = res.body.choices[0];
+    assert.equal(choice.message.content, null);
+    assert.deepEqual(choice.message.tool_calls, [
+      { id: 'call_x1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } },
+      { id: 'call_x2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+    ]);
+    assert.equal(choice.finish_reason, 'tool_calls');
+    assert.deepEqual(res.body.usage, { prompt_tokens: 20, completion_tokens: 11, total_tokens: 31 });
+    const row = await taskRow(tenant, res.body.task_address);
+    assert.equal(row.finishReason, 'tool_calls');
+    assert.equal(row.promptTokens, 20);
+    assert.equal(row.completionTokens, 11);
+  });
+
+  it('streams tool calls to the client whole, never as fragments', async () => {
+    server.handlers.set(
+      upstreamModel,
+      FakeOpenAI.reply({
+        toolCalls: [{ id: 'call_s1', name: 'get_weather', arguments: ['{"city"', ':"Rome"}'] }],
+        finishReason: 'tool_calls',
+      }),
+    );
+    const res = await postSse(completionsUrl(api), tenant.key, {
+      model,
+      stream: true,
+      tools: [weatherTool],
+      messages: [{ role: 'user', content: 'Weather in Rome?' }],
+    });
+    assert.equal(res.status, 200, res.text);
+    const calls = res.events
+      .filter((e) => e !== '[DONE]')
+      .flatMap((e) => e.choices)
+      .flatMap((c: any) => c.delta?.tool_calls ?? []);
+    assert.deepEqual(calls, [
+      { index: 0, id: 'call_s1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+    ]);
+    assert.equal(res.events.at(-2).choices[0].finish_reason, 'tool_calls');
+  });
+
+  it('streams n choices with logprobs, reasoning, finish reasons and usage through to the client', async () => {
+    server.handlers.set(
+      upstreamModel,
+      FakeOpenAI.reply({
+        reasoning: ['Two', ' answers.'],
+        choices: [
+          ['A', 'b'],
+          ['C', 'd', 'e'],
+        ],
+        finishReason: 'length',
+        logprobs: true,
+        usage: { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 },
+      }),
+    );
+    const res = await postSse(completionsUrl(api), tenant.key, {
+      model,
+      stream: true,
+      stream_options: { include_usage: true },
+      n: 2,
+      logprobs: true,
+      top_logprobs: 1,
+      max_tokens: 3,
+      messages: [{ role: 'user', content: 'Two letters.' }],
+    });
+    assert.equal(res.status, 200, res.text);
+    const body = server.lastChat().body;
+    assert.equal(body.n, 2);
+    assert.equal(body.logprobs, true);
+    assert.equal(body.top_logprobs, 1);
+    const chunks = res.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
+    const text = (index: number) =>
+      chunks
+        .filter((c: any) => c.index === index)
+        .map((c: any) => c.delta?.content ?? '')
+        .join('');
+    assert.equal(text(0), 'Ab');
+    assert.equal(text(1), 'Cde');
+    const reasoning = chunks.map((c: any) => c.delta?.reasoning_content ?? '').join('');
+    assert.equal(reasoning, 'Two answers.');
+    const tokens = chunks.flatMap((c: any) => c.logprobs?.content ?? []).map((l: any) => l.token);
+    assert.deepEqual(tokens.sort(), ['A', 'C', 'b', 'd', 'e']);
+    const finishes = chunks.filter((c: any) => c.finish_reason).map((c: any) => [c.index, c.finish_reason]);
+    assert.deepEqual(finishes, [
+      [0, 'length'],
+      [1, 'length'],
+    ]);
+    assert.deepEqual(res.events.at(-2).usage, { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 });
+  });
+
+  it('fails a server that ignores n or logprobs instead of passing off a partial answer', async () => {
+    server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['only one']] }));
+    for (const extra of [{ n: 2 }, { logprobs: true }]) {
+      const res = await chat(api, tenant, { model, ...extra });
+      assert.equal(res.status, 502, res.text);
+      assert.equal(res.body.error.code, 'upstream_bad_response');
+      assert.equal((await taskRow(tenant, undefined)).errorCode, 'upstream_bad_response');
+    }
+  });
+
+  it("stops declaring n for llama.cpp's server, which refuses more than one choice", async () => {
+    server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['x'], ['y']] }));
+    assert.equal((await chat(api, tenant, { model, n: 2 })).status, 200);
+    server.ownedBy = 'llamacpp';
+    await waitFeatures(token, model, (f) => !f.includes('n'));
+    const refused = await chat(api, tenant, { model, n: 2 });
+    assert.equal(refused.status, 400, refused.text);
+    assert.equal(refused.body.error.code, 'unsupported_by_node');
+    assert.equal(refused.body.error.param, 'n');
+    server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['x']], logprobs: true }));
+    assert.equal((await chat(api, tenant, { model, logprobs: true })).status, 200);
+    assert.equal((await chat(api, tenant, { model, reasoning_effort: 'low' })).status, 400);
+    server.ownedBy = 'vllm';
+    await waitFeatures(token, model, (f) => f.includes('n'));
+  });
+});

@@ -307,12 +307,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     this.release(device, task);
     const code = payload.code === 'cancelled' ? 'device_error' : payload.code;
-    await this.records.end(task.taskId, 'failed', code, task.firstTokenAt ? task.output.digest('hex') : null);
+    await this.records.end(task.taskId, 'failed', code, outputOf(task));
     await this.stream.append(task.taskId, {
       type: 'error',
       code,
       message: `The device could not complete the request: ${payload.message}`,
-      status: 502,
+      status: DEVICE_ERROR_STATUS[code] ?? 502,
     });
     task.job.discard();
     await task.job.moveToFailed(new Error(code), task.token, false).catch(() => undefined);
@@ -328,7 +328,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     if (task.firstTokenAt) {
       this.release(device, task);
-      await this.records.end(task.taskId, 'failed', 'device_disconnected', task.output.digest('hex'));
+      await this.records.end(task.taskId, 'failed', 'device_disconnected', outputOf(task));
       await this.stream.append(task.taskId, disconnectedMidAnswer());
       this.metrics.tasks.inc({ outcome: 'device_disconnected' });
       task.job.discard();
@@ -413,6 +413,23 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 }
+
+/** What a task had relayed, for its row: the output's hash and when it began. */
+function outputOf(task: ActiveTask): { sha256: string; firstTokenAt: Date } | null {
+  return task.firstTokenAt ? { sha256: task.output.digest('hex'), firstTokenAt: task.firstTokenAt } : null;
+}
+
+/**
+ * HTTP status for the error codes devices report (docs/device.md lists them): the client's fault
+ * is a 4xx, as the runtime itself would answer; an overloaded runtime a 503; anything else a 502.
+ */
+const DEVICE_ERROR_STATUS: Record<string, number> = {
+  context_length_exceeded: 400,
+  invalid_request: 400,
+  upstream_bad_request: 400,
+  unsupported_by_model: 400,
+  upstream_busy: 503,
+};
 
 function disconnectedMidAnswer() {
   return {

@@ -102,11 +102,17 @@ export class TaskRecordsService {
     taskId: string,
     status: 'failed' | 'cancelled' | 'timed_out',
     errorCode: string,
-    outputSha256: string | null = null,
+    output: { sha256: string; firstTokenAt: Date } | null = null,
   ): Promise<boolean> {
+    // With output, also the first-token time: its own write (markStreaming) is not awaited.
     const { count } = await this.prisma.client.task.updateMany({
       where: { id: taskId, status: { in: ['queued', 'assigned', 'streaming'] } },
-      data: { status, errorCode, finishedAt: new Date(), ...(outputSha256 ? { outputSha256 } : {}) },
+      data: {
+        status,
+        errorCode,
+        finishedAt: new Date(),
+        ...(output ? { outputSha256: output.sha256, firstTokenAt: output.firstTokenAt } : {}),
+      },
     });
     return count === 1;
   }

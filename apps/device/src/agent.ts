@@ -62,6 +62,8 @@ interface RunningTask {
   address: string;
   model: string;
   attempt: number;
+  /** The api's request id, so that one id follows the request through every log. */
+  requestId: string | null;
   controller: AbortController;
   /** Next sequence number: 0 for the first event of the task, one more per event. */
   seq: number;
@@ -78,6 +80,7 @@ const assignSchema = z.object({
   task_address: z.string().regex(/^(direct|network):[0-9a-f-]{36}$/),
   model: z.string().min(1),
   attempt: z.number().int().min(0),
+  request_id: z.string().max(128).optional(),
   params: z.object({
     messages: z.array(z.object({ role: z.string(), content: z.string().nullable() })).min(1),
     max_tokens: z.number().int().min(1),
@@ -365,6 +368,7 @@ export class DeviceAgent {
       address: payload.task_address,
       model: payload.model,
       attempt: payload.attempt,
+      requestId: payload.request_id ?? null,
       controller: new AbortController(),
       seq: 0,
       startedAt: performance.now(),
@@ -468,6 +472,7 @@ export class DeviceAgent {
     this.log.info(
       {
         task_address: task.address,
+        request_id: task.requestId,
         model: task.model,
         attempt: task.attempt,
         outcome,

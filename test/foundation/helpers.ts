@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { ADMIN_TOKEN, db } from '../support/stack';
 import type { Api } from '../support/stack';
@@ -100,11 +99,7 @@ export async function inBatches<T>(jobs: (() => Promise<T>)[], limit = 2): Promi
   return results;
 }
 
-/**
- * Stops the apis; one that died during the suite is reported with its output (it explains the
- * failures). Then ends any child process of this test file still running: startApi() leaves its
- * process running when it does not come up in time, and a live child keeps node:test waiting forever.
- */
+/** Stops the apis; one that died during the suite is reported with its output (it explains the failures). */
 export async function stopApis(...apis: (Api | undefined)[]): Promise<void> {
   await Promise.all(
     apis.map(async (api) => {
@@ -120,35 +115,6 @@ export async function stopApis(...apis: (Api | undefined)[]): Promise<void> {
       await api.stop();
     }),
   );
-  for (const pid of childPids()) {
-    process.stderr.write(`ending stray child process ${pid}\n`);
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-}
-
-/** The ids of this process's own children, from /proc. */
-function childPids(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) {
-      continue;
-    }
-    try {
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) {
-        pids.push(Number(entry));
-      }
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return pids;
 }
 
 /**

@@ -1,10 +1,12 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { NestFactory } from '@nestjs/core';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { AppError, PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
+import { AppError, PinoNestLogger, openAIError, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { AppModule } from './app.module';
+import { routeFamily } from './common/route-family';
 import { MetricsService } from './metrics/metrics.service';
 import { RelayService } from './relay/relay.service';
 
@@ -16,6 +18,13 @@ async function bootstrap(): Promise<void> {
   const logger = createLogger('api', config.LOG_LEVEL);
   const adapter = new FastifyAdapter({
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // Errors Fastify raises before routing (a malformed URL) get our error shapes too.
+    frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      const message = 'The request URL is malformed.';
+      const body =
+        routeFamily(request.url) === 'ollama' ? { error: message } : openAIError(400, message, 'invalid_request');
+      void reply.code(400).send(body);
+    },
     // A caller's request id is kept when it is sane, so that it can follow a request through logs.
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const given = req.headers['x-request-id'];

@@ -16,6 +16,8 @@ export function parseInput<T>(schema: z.ZodType<T>, value: unknown): T {
     return parsed.data;
   }
   const issue = parsed.error.issues[0];
-  const param = paramPath(issue.path);
+  // An unknown field is reported on its parent; name the field itself.
+  const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
+  const param = paramPath(keys.length > 0 ? [...issue.path, keys[0]] : issue.path);
   throw new AppError('invalid_request', param ? `Invalid '${param}': ${issue.message}` : issue.message, param);
 }

@@ -35,9 +35,6 @@ export interface Slot {
 
 const NO_SLOT: Slot = { release: () => undefined };
 
-/** Failed authentications allowed per client address per minute before 429. */
-const AUTH_FAILURES_PER_MINUTE = 30;
-
 /**
  * Per-organization limits, enforced in Redis so that every api instance counts together:
  * requests per minute (rate-limiter-flexible), concurrent requests and queued jobs per model (sorted
@@ -59,7 +56,7 @@ export class LimitsService {
     this.authFailures = new RateLimiterRedis({
       storeClient: redis,
       keyPrefix: 'sy:rl:authfail',
-      points: AUTH_FAILURES_PER_MINUTE,
+      points: config.AUTH_FAILURES_PER_MINUTE,
       duration: 60,
     });
     this.slotTtlMs = config.QUEUE_TIMEOUT_MS + config.MAX_STREAM_MS + 60_000;
@@ -165,7 +162,7 @@ export class LimitsService {
   async checkAuthAllowed(address: string): Promise<void> {
     // Fails open: with Redis unreachable, key checks (Postgres) still work for routes that need no Redis.
     const res = await this.authFailures.get(address).catch(() => null);
-    if (res && res.consumedPoints >= AUTH_FAILURES_PER_MINUTE) {
+    if (res && res.consumedPoints >= this.config.AUTH_FAILURES_PER_MINUTE) {
       throw this.tooMany(
         'auth_failures',
         'Too many failed authentications from your address.',

@@ -121,7 +121,15 @@ export class AdminService {
   async listOrgs() {
     const orgs = await this.db.organization.findMany({
       orderBy: { name: 'asc' },
-      include: { _count: { select: { apiKeys: { where: { revokedAt: null } }, models: true, devices: true } } },
+      include: {
+        _count: {
+          select: {
+            apiKeys: { where: { revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] } },
+            models: true,
+            devices: true,
+          },
+        },
+      },
     });
     return orgs.map((o) => ({
       id: o.id,
@@ -136,7 +144,7 @@ export class AdminService {
 
   async createKey(input: CreateKeyInput) {
     const label = input.label === undefined ? null : check(labelSchema, input.label, 'label');
-    let expiresAt: Date | null = null;
+    let lifetimeMs: number | null = null;
     if (input.expiresIn !== undefined) {
       const ms = parseDuration(String(input.expiresIn));
       if (ms === null || ms > MAX_EXPIRY_MS) {
@@ -146,10 +154,12 @@ export class AdminService {
           'expires_in',
         );
       }
-      expiresAt = new Date(Date.now() + ms);
+      lifetimeMs = ms;
     }
     const org = await this.orgByName(input.org);
     const key = newApiKey();
+    // The lifetime starts when the key exists, not when the command started.
+    const expiresAt = lifetimeMs === null ? null : new Date(Date.now() + lifetimeMs);
     const row = await this.db.apiKey.create({
       data: { orgId: org.id, hash: key.hash, prefix: key.prefix, label, expiresAt },
     });

@@ -53,6 +53,8 @@ export const configSchema = z.object({
     .default(4 * 1024 * 1024),
   /** On SIGTERM, how long in-flight requests (api) and tasks (dispatcher) may take to finish. */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(30_000),
+  /** Failed authentications allowed per client address per minute before 429. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** How many devices may try a job before it fails (a device that drops before the first token). */
   MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -62,6 +64,25 @@ export type AppConfig = z.infer<typeof configSchema>;
 
 /** A configuration error: one line per invalid variable. */
 export class ConfigError extends Error {}
+
+/** A bad value as the error line shows it: never a secret, and URLs without their password. */
+function shown(name: string, value: string): string {
+  if (name === 'ADMIN_TOKEN') {
+    return '(hidden)';
+  }
+  if (name.endsWith('_URL')) {
+    try {
+      const url = new URL(value);
+      if (url.password) {
+        url.password = '***';
+      }
+      return JSON.stringify(url.toString());
+    } catch {
+      return JSON.stringify(value.replace(/\/\/[^@/]*@/, '//***@'));
+    }
+  }
+  return JSON.stringify(value);
+}
 
 /** Parses and validates the configuration; throws a {@link ConfigError} naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
@@ -73,7 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const lines = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? 'environment');
-    return `invalid configuration: ${name}=${JSON.stringify(env[name] ?? '')}: ${issue.message}`;
+    return `invalid configuration: ${name}=${shown(name, env[name] ?? '')}: ${issue.message}`;
   });
   throw new ConfigError(lines.join('\n'));
 }

@@ -44,6 +44,18 @@ const openaiChunk = (content: string) =>
     choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }],
   });
 
+/**
+ * The status a device error reaches the client with: the client's own fault (a prompt too long, a
+ * model that cannot do what was asked) is a 400, as the runtime itself answers; the rest a 502.
+ */
+const CLIENT_FAULTS = new Set([
+  'context_length_exceeded',
+  'unsupported_by_model',
+  'upstream_bad_request',
+  'invalid_request',
+]);
+const statusOf = (code: string) => (CLIENT_FAULTS.has(code) ? 400 : code === 'upstream_busy' ? 503 : 502);
+
 const OLLAMA_CASES: ErrorCase[] = [
   {
     name: 'model not found (404)',
@@ -206,11 +218,11 @@ export function upstreamErrorSuite(backend: 'ollama' | 'openai'): void {
     });
 
     for (const c of cases) {
-      it(`${c.name} → 502 ${c.code}, and the agent serves the next request`, async () => {
+      it(`${c.name} → ${statusOf(c.code)} ${c.code}, and the agent serves the next request`, async () => {
         const res = await chat(api, tenant, { model: publicId(c.upstream) });
-        assert.equal(res.status, 502, res.text);
+        assert.equal(res.status, statusOf(c.code), res.text);
         assert.equal(res.body.error.code, c.code);
-        assert.equal(res.body.error.type, 'server_error');
+        assert.equal(res.body.error.type, statusOf(c.code) === 400 ? 'invalid_request_error' : 'server_error');
         assert.match(res.body.error.message, c.message);
         const row = await taskRow(tenant);
         assert.equal(row.status, 'failed');

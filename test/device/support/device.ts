@@ -169,16 +169,18 @@ export async function waitOffline(token: string, model: string, pool = 'network'
 export async function startDispatcherOn(port: number): Promise<Dispatcher> {
   const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port) }));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
+  // Generous, as in the shared harness: a cold start on a loaded machine can take a while.
+  const deadline = Date.now() + 60_000;
   for (;;) {
     try {
-      if ((await fetch(`${url}/healthz`)).ok) {
+      if ((await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) })).ok) {
         break;
       }
     } catch {
       // not listening yet
     }
     if (proc.child.exitCode !== null || Date.now() > deadline) {
+      await proc.stop('SIGKILL');
       throw new Error(`dispatcher did not come up on ${port}; output:\n${proc.output}`);
     }
     await sleep(50);

@@ -4,6 +4,7 @@ import { APP_CONFIG, openAIError } from '@app/common';
 import type { AppConfig } from '@app/common';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
+import { setIgnoredParams } from '../common/ignored-params';
 import { RelayService } from '../relay/relay.service';
 import type { RelayedTask } from '../relay/relayed-task';
 import { ChunkRenderer, CompletionAccumulator, completionId } from './chat-completion.renderer';
@@ -22,9 +23,7 @@ export class ChatCompletionsController {
   @Post('completions')
   async create(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
     const request = parseChatCompletion(body, this.config.DEFAULT_MODEL);
-    if (request.ignored.length > 0) {
-      void reply.header('x-switchyard-ignored-params', request.ignored.join(','));
-    }
+    setIgnoredParams(reply, request.ignored);
     const task = await this.relay.start(
       caller,
       {

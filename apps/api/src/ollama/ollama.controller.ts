@@ -5,6 +5,7 @@ import { Public } from '../auth/access.decorator';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { ModelsService } from '../models/models.service';
+import { setIgnoredParams } from '../common/ignored-params';
 import { RelayService } from '../relay/relay.service';
 import type { RelayedTask } from '../relay/relayed-task';
 import { parseOllamaChat } from './ollama-chat.dto';
@@ -61,9 +62,7 @@ export class OllamaController {
   async chat(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
     const startedAt = performance.now();
     const request = parseOllamaChat(body);
-    if (request.ignored.length > 0) {
-      void reply.header('x-switchyard-ignored-params', request.ignored.join(','));
-    }
+    setIgnoredParams(reply, request.ignored);
     const task = await this.relay.start(
       caller,
       {

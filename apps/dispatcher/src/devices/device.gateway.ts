@@ -180,6 +180,13 @@ export class DeviceGateway implements OnApplicationShutdown {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
       this.metrics.invalidEvents.inc({ reason: 'malformed' });
+      // A malformed event about the device's own task ends that task: its output can no longer be trusted.
+      const address = (raw as { task_address?: unknown } | null)?.task_address;
+      if (event !== 'announce' && session.task && address === session.task.address) {
+        void this.dispatch
+          .onInvalidEvent(session, `invalid ${event}: ${parsed.error.issues[0]?.message ?? 'malformed'}`)
+          .catch((err: unknown) => this.logger.error({ err }, 'invalid event handling failed'));
+      }
       this.logger.warn(
         { deviceId: session.id, event, issue: parsed.error.issues[0]?.message, path: parsed.error.issues[0]?.path },
         'invalid event from device: ignored',

@@ -17,6 +17,8 @@ import { TaskStreamService } from './task-stream.service';
 const SWEEP_INTERVAL_MS = 1_000;
 /** How long a device skips a queue after drawing a job it cannot serve. */
 const UNSUPPORTED_SKIP_MS = 2_000;
+/** How long a device that did not acknowledge an assignment is not offered jobs of that queue. */
+const NO_ACK_SKIP_MS = 60_000;
 /** Cancels that found no task here are remembered this long, for a claim that was in flight. */
 const CANCEL_MEMORY_MS = 60_000;
 /** How often orphaned tasks are looked for, and how far past their deadlines they must be. */
@@ -196,6 +198,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       void job.extendLock(token, JOB_LOCK_MS).catch(() => undefined);
     }, JOB_LOCK_MS / 2);
     let accepted = false;
+    let answered = false;
     try {
       const answer = await device.socket.timeout(this.config.ASSIGN_ACK_TIMEOUT_MS).emitWithAck('task:assign', {
         task_address: data.taskAddress,
@@ -204,6 +207,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         params: data.params,
         ...(data.requestId ? { request_id: data.requestId } : {}),
       });
+      answered = true;
       accepted = answer?.accepted === true;
     } catch {
       accepted = false;
@@ -213,6 +217,9 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     if (!accepted) {
       this.metrics.assignments.inc({ result: 'refused' });
+      // A device that refused looks past this queue for a moment; one that did not answer at all is
+      // likely stuck and is left out much longer, so the job goes to another device.
+      device.skipQueue(queue, answered ? UNSUPPORTED_SKIP_MS : NO_ACK_SKIP_MS);
       this.logger.warn(
         { deviceId: device.id, task: data.taskAddress, requestId: data.requestId },
         'device did not accept the assignment',
@@ -317,6 +324,28 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     task.job.discard();
     await task.job.moveToFailed(new Error(code), task.token, false).catch(() => undefined);
     this.metrics.tasks.inc({ outcome: code });
+    this.kick(device);
+  }
+
+  /** The device sent a malformed event for its own task: the task fails, the device is free again. */
+  async onInvalidEvent(device: DeviceSession, reason: string): Promise<void> {
+    const task = device.task;
+    if (!task || task.ended) {
+      return;
+    }
+    this.release(device, task);
+    device.socket.emit('task:cancel', { task_address: task.address });
+    await this.records.end(task.taskId, 'failed', 'device_protocol_error', outputOf(task));
+    await this.stream.append(task.taskId, {
+      type: 'error',
+      code: 'device_protocol_error',
+      message: 'The device serving this request sent an invalid event.',
+      status: 502,
+    });
+    task.job.discard();
+    await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
+    this.metrics.tasks.inc({ outcome: 'device_protocol_error' });
+    this.logger.warn({ deviceId: device.id, task: task.address, reason }, 'task failed: invalid event from its device');
     this.kick(device);
   }
 

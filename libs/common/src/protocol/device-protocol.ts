@@ -91,6 +91,9 @@ export interface DeviceSocketData {
   name: string;
 }
 
+/** The largest token count a task row can hold (a Postgres integer). */
+const MAX_TOKENS_COUNT = 2_147_483_647;
+
 // Inbound validation: a device is not trusted. Sizes bound what one event can carry.
 const address = z.string().regex(/^(direct|network):[0-9a-f-]{36}$/);
 const seq = z.number().int().min(0).max(10_000_000);
@@ -143,9 +146,10 @@ export const doneSchema = z.object({
     .max(8),
   usage: z
     .object({
-      prompt_tokens: z.number().int().min(0),
-      completion_tokens: z.number().int().min(0),
-      total_tokens: z.number().int().min(0),
+      // Token counts are stored as Postgres integers.
+      prompt_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
+      completion_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
+      total_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
     })
     .nullable(),
 });

@@ -55,8 +55,12 @@ const files = findTests(join(root, 'dist'))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort();
 console.log(`running ${files.length} test files: ${files.map((f) => relative(join(root, 'dist'), f)).join(', ')}`);
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', ...files], {
-  stdio: 'inherit',
-  env: { ...process.env, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, SWITCHYARD_TEST: '1' },
-});
+const result = spawnSync(
+  process.execPath,
+  ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', ...files],
+  {
+    stdio: 'inherit',
+    env: { ...process.env, DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, SWITCHYARD_TEST: '1' },
+  },
+);
 process.exit(result.status ?? 1);

@@ -1,0 +1,87 @@
+import type { Fixtures, BenchTarget, Proc, ProfileOptions, Service } from './stack';
+
+/** Everything the command line decides. */
+export interface BenchOptions {
+  scenarios: string[];
+  /** Seconds measured per step (one concurrency, one offered rate, one hold). */
+  durationS: number;
+  /** Seconds of warm-up before a scenario's first measured step. */
+  warmupS: number;
+  concurrency: number[];
+  /** Devices of the fan-in scenario. */
+  devices: number;
+  /** Open streams of the streams scenario. */
+  streams: number;
+  /** Offered loads of the throughput scenario, completions per second. */
+  rates: number[];
+  throughputDevices: number;
+  /** Offered load while assignment latency is measured in the fan-in scenario. */
+  faninRate: number;
+  relayTokens: number;
+  ttftMs: number;
+  tokenIntervalMs: number;
+  cpuProf: boolean;
+  /** Relay: one switchyard-device process per device instead of all devices in one process. */
+  agentProcesses: boolean;
+  quick: boolean;
+  docs: boolean;
+  databaseUrl: string;
+  redisUrl: string;
+}
+
+export interface Ctx {
+  opts: BenchOptions;
+  target: BenchTarget;
+  fixtures: Fixtures;
+  apiKey: string;
+  /** The run's timestamp, in file names. */
+  stamp: string;
+  log(message: string): void;
+  /** Where this run's profiles go, when it profiles. */
+  profileDir: string | null;
+  /** Every process the bench started, so that an interrupted run can stop them all. */
+  track(proc: Proc): Proc;
+  /**
+   * Marks the start and the end of a scenario's measured load (after its warm-up and setup), so that
+   * profile summaries count only the samples taken under load.
+   */
+  markLoad(phase: 'start' | 'end'): void;
+}
+
+/** A span of the monotonic clock in microseconds: the clock of V8's profiles and of process.hrtime. */
+export interface Window {
+  startUs: number;
+  endUs: number;
+}
+
+export const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/** One of the issue's targets, as measured. */
+export interface TargetCheck {
+  target: string;
+  goal: string;
+  measured: string;
+  /** null when the scenario could not measure it. */
+  pass: boolean | null;
+}
+
+export interface ScenarioResult {
+  name: string;
+  title: string;
+  /** The scenario's own table, in Markdown. */
+  table: string;
+  notes: string[];
+  targets: TargetCheck[];
+  /** Everything measured, for the results file. */
+  data: Record<string, unknown>;
+  profiles?: { api?: string; dispatcher?: string };
+}
+
+export interface Stack {
+  api: Service;
+  dispatcher: Service;
+  profiles: { api?: ProfileOptions; dispatcher?: ProfileOptions };
+}
+
+export const MB = 1024 * 1024;
+export const KB = 1024;

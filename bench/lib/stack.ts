@@ -1,0 +1,313 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess, StdioOptions } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import pg from 'pg';
+import { AdminService, createPrismaClient, createRedis, keys, newDeviceToken } from '@app/common';
+import type { PrismaClient } from '@app/common';
+
+/** The build's root (dist/), from dist/bench/lib. */
+export const DIST = join(__dirname, '..', '..');
+/** The repository root. */
+export const ROOT = join(DIST, '..');
+export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Output kept per process: enough for a failure report, bounded so that a chatty process cannot fill memory. */
+const KEEP_OUTPUT_CHARS = 64 * 1024;
+
+/** A child process of the bench, with the tail of its output. */
+export class Proc {
+  private out = '';
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    const keep = (d: Buffer) => {
+      this.out = (this.out + d.toString()).slice(-KEEP_OUTPUT_CHARS);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  get output(): string {
+    return this.out;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Stops the process and waits for it: SIGTERM, then SIGKILL after the grace period. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (!this.running) {
+      return;
+    }
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Where the bench keeps its data: a database and a Redis database of its own, wiped at the start. */
+export interface BenchTarget {
+  databaseUrl: string;
+  redisUrl: string;
+}
+
+/** Drops and re-creates the bench database (only one whose name says it is a bench's), then migrates it. */
+export async function resetDatabase(target: BenchTarget): Promise<void> {
+  const url = new URL(target.databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  if (!/bench/.test(name) || !/^[A-Za-z0-9_]+$/.test(name)) {
+    throw new Error(`refusing to drop database "${name}": the bench only wipes a database whose name contains "bench"`);
+  }
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+  const migrate = new Proc(
+    'migrate',
+    spawn(process.execPath, [join(DIST, 'apps/cli/src/migrate.js')], {
+      env: { PATH: process.env.PATH, DATABASE_URL: target.databaseUrl },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  if ((await migrate.exited) !== 0) {
+    throw new Error(`migration failed:\n${migrate.output}`);
+  }
+}
+
+/**
+ * Empties the bench's Redis database, unless another program is connected to it: on a machine
+ * shared with other test runs, flushing a database someone else uses would break their run.
+ */
+export async function resetRedis(target: BenchTarget): Promise<void> {
+  const redis = createRedis(target.redisUrl);
+  try {
+    const self = await redis.client('ID');
+    const index = Number(new URL(target.redisUrl).pathname.slice(1) || '0');
+    const list = (await redis.client('LIST')) as string;
+    const others = list
+      .split('\n')
+      .filter((line) => line.includes(` db=${index} `) && !line.startsWith(`id=${String(self)} `));
+    if (others.length > 0) {
+      const names = [...new Set(others.map((l) => /\bname=(\S*)/.exec(l)?.[1] || '(unnamed)'))].join(', ');
+      throw new Error(
+        `Redis database ${index} is in use by ${others.length} other connection(s) (${names}); ` +
+          'the bench flushes its database, so choose a free one with --redis-url (or BENCH_REDIS_URL)',
+      );
+    }
+    await redis.flushdb();
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** How api and dispatcher are started when the run profiles them. */
+export interface ProfileOptions {
+  dir: string;
+  /** File name without the directory, e.g. throughput-api.cpuprofile. */
+  name: string;
+}
+
+export function nodeArgs(script: string, args: string[], profile?: ProfileOptions): string[] {
+  const flags: string[] = [];
+  if (profile) {
+    mkdirSync(profile.dir, { recursive: true });
+    // clean-exit.js turns the re-raised SIGTERM of Nest's shutdown hook into process.exit, so that V8 writes the profile.
+    flags.push(
+      '--cpu-prof',
+      '--cpu-prof-dir',
+      profile.dir,
+      '--cpu-prof-name',
+      profile.name,
+      '--require',
+      join(DIST, 'bench/lib/clean-exit.js'),
+    );
+  }
+  return [...flags, join(DIST, script), ...args];
+}
+
+export function startNode(
+  name: string,
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  opts: { profile?: ProfileOptions; stdio?: StdioOptions } = {},
+): Proc {
+  const child = spawn(process.execPath, nodeArgs(script, args, opts.profile), {
+    env,
+    stdio: opts.stdio ?? ['ignore', 'pipe', 'pipe'],
+  });
+  return new Proc(name, child);
+}
+
+export function baseEnv(target: BenchTarget, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    DATABASE_URL: target.databaseUrl,
+    REDIS_URL: target.redisUrl,
+    LOG_LEVEL: 'warn',
+    HOST: '127.0.0.1',
+    ...extra,
+  };
+}
+
+export async function waitHttp(url: string, proc: Proc, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      if (res.ok) {
+        return;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (!proc.running || Date.now() > deadline) {
+      throw new Error(`${url} did not come up; output:\n${proc.output}`);
+    }
+    await sleep(50);
+  }
+}
+
+/** A started api or dispatcher. */
+export interface Service {
+  url: string;
+  port: number;
+  proc: Proc;
+}
+
+export async function startApi(target: BenchTarget, profile?: ProfileOptions): Promise<Service> {
+  const port = await freePort();
+  const env = baseEnv(target, { API_PORT: String(port), ADMIN_TOKEN });
+  const proc = startNode('api', 'apps/api/src/main.js', [], env, { profile });
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/healthz`, proc);
+  return { url, port, proc };
+}
+
+export async function startDispatcher(target: BenchTarget, profile?: ProfileOptions): Promise<Service> {
+  const port = await freePort();
+  const proc = startNode(
+    'dispatcher',
+    'apps/dispatcher/src/main.js',
+    [],
+    baseEnv(target, { DISPATCHER_PORT: String(port) }),
+    {
+      profile,
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/healthz`, proc);
+  return { url, port, proc };
+}
+
+/** Fixtures in the bench database: one organization with a key, the models, the devices. */
+export class Fixtures {
+  readonly db: PrismaClient;
+  private readonly admin: AdminService;
+  private orgName: string | null = null;
+
+  constructor(target: BenchTarget) {
+    this.db = createPrismaClient(target.databaseUrl);
+    this.admin = new AdminService(this.db);
+  }
+
+  /** The bench's organization (no limits) and an API key for it. */
+  async tenant(): Promise<{ orgId: string; key: string }> {
+    const org = await this.admin.createOrg(`bench-${Date.now().toString(36)}`);
+    this.orgName = org.name;
+    const key = await this.admin.createKey({ org: org.name, label: 'bench' });
+    return { orgId: org.id, key: key.key };
+  }
+
+  async enableModel(model: string): Promise<void> {
+    if (!this.orgName) {
+      throw new Error('create the tenant first');
+    }
+    await this.db.model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    await this.admin.enableModel(model, this.orgName);
+  }
+
+  /** Registers network devices in one insert (the admin service would take one round trip each) and returns their tokens. */
+  async devices(count: number, prefix: string): Promise<string[]> {
+    const tokens = Array.from({ length: count }, () => newDeviceToken());
+    await this.db.device.createMany({
+      data: tokens.map((t, i) => ({ name: `${prefix}-${i}`, tokenHash: t.hash, tokenPrefix: t.prefix })),
+    });
+    return tokens.map((t) => t.secret);
+  }
+
+  async close(): Promise<void> {
+    await this.db.$disconnect();
+  }
+}
+
+/** How many devices are online for a model in the network pool (their presence is published). */
+export async function onlineCount(redisUrl: string, model: string): Promise<number> {
+  const redis = createRedis(redisUrl);
+  try {
+    return await redis.zcount(keys.presence('network', model), Date.now(), '+inf');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Waits until `count` devices are online for the model; returns how long that took. */
+export async function waitOnline(
+  redisUrl: string,
+  model: string,
+  count: number,
+  opts: { timeoutMs?: number; procs?: Proc[] } = {},
+): Promise<number> {
+  const started = performance.now();
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  const redis = createRedis(redisUrl);
+  try {
+    for (;;) {
+      const online = await redis.zcount(keys.presence('network', model), Date.now(), '+inf');
+      if (online >= count) {
+        return performance.now() - started;
+      }
+      const dead = opts.procs?.find((p) => !p.running);
+      if (dead) {
+        throw new Error(`${dead.name} exited while devices were connecting:\n${dead.output}`);
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`only ${online} of ${count} devices came online for ${model}`);
+      }
+      await sleep(20);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,269 @@
+import { performance } from 'node:perf_hooks';
+import { keepAliveAgent, postJson } from '../lib/client';
+import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
+import { Fleet } from '../lib/fleet';
+import { mdTable, num } from '../lib/format';
+import { openLoop } from '../lib/load';
+import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
+import type { CpuGroup } from '../lib/procfs';
+import { PostgresProcesses, callsDelta, redisCommandCalls, redisPid } from '../lib/services';
+import { sleep, waitOnline } from '../lib/stack';
+import { rounded, summarize } from '../lib/stats';
+import type { Summary } from '../lib/stats';
+
+const MODEL = 'bench-throughput';
+/** The issue's latency bound: the scenario stops at the first offered load whose p99 exceeds it. */
+const P99_LIMIT_MS = 250;
+/** A step where more than this share of requests failed is the end too: the numbers after it mean nothing. */
+const MAX_ERROR_SHARE = 0.2;
+const GROUPS = ['api', 'dispatcher', 'agents', 'postgres', 'redis'] as const;
+/** Idle devices with zero generation time: a reply of 4 tokens, at once. */
+const SIM_ARGS = ['--sim-ttft-ms', '0', '--sim-tokens-per-second', '0', '--sim-tokens', '4'];
+
+interface Step {
+  offered: number;
+  started: number;
+  skipped: number;
+  unfinished: number;
+  completed: number;
+  errors: number;
+  firstError?: string;
+  completedPerS: number;
+  latency: Summary;
+  /** CPU ms per completed request, per process group, plus the bench itself and everything else on the machine. */
+  cpuPerCompletion: Record<string, number>;
+  /** Share of the machine's CPU (all cores) that was busy during the step. */
+  machineBusy: number;
+  /** Redis commands per completion (server-wide counts), the most frequent first. */
+  redisCalls: [string, number][];
+  redisCallsTotal: number;
+  /** Postgres transactions and rows written per completion (the bench database only). */
+  pgCommits: number;
+  pgRowsWritten: number;
+}
+
+export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<ScenarioResult> {
+  const { opts } = ctx;
+  const devices = opts.throughputDevices;
+  await ctx.fixtures.enableModel(MODEL);
+  const tokens = await ctx.fixtures.devices(devices, 'throughput');
+  const fleet = Fleet.spawn('throughput-fleet');
+  ctx.track(fleet.proc);
+  const postgres = new PostgresProcesses(ctx.target.databaseUrl);
+  await postgres.connect();
+  try {
+    const started = fleet.next('started');
+    fleet.send({
+      type: 'start',
+      mode: 'agents',
+      server: stack.dispatcher.url,
+      tokens,
+      args: [...['--backend', 'sim', '--model', MODEL, '--log-level', 'warn'], ...SIM_ARGS],
+    });
+    await started;
+    ctx.log(`throughput: ${devices} sim agents in one process (DeviceAgent × ${devices}) connecting`);
+    await waitOnline(ctx.target.redisUrl, MODEL, devices, { procs: [fleet.proc] });
+
+    const redis = await redisPid(ctx.target.redisUrl);
+    const groups: CpuGroup[] = [
+      { name: 'api', pids: () => [stack.api.proc.pid] },
+      { name: 'dispatcher', pids: () => [stack.dispatcher.proc.pid] },
+      { name: 'agents', pids: () => [fleet.proc.pid] },
+      postgres,
+      { name: 'redis', pids: () => (redis ? [redis] : []) },
+      { name: 'bench', pids: () => [process.pid] },
+    ];
+
+    const agent = keepAliveAgent(1024);
+    const url = new URL(`${stack.api.url}/v1/chat/completions`);
+    const headers = { authorization: `Bearer ${ctx.apiKey}` };
+    const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ping' }], max_tokens: 16 });
+
+    const runStep = async (rate: number, durationMs: number) => {
+      const latencies: number[] = [];
+      let completed = 0;
+      let errors = 0;
+      let firstError: string | undefined;
+      let closed = false;
+      const result = await openLoop({
+        rate,
+        durationMs,
+        maxInFlight: 5_000,
+        fire: async (dueAt) => {
+          const r = await postJson(url, headers, body, agent);
+          if (closed) {
+            // Answered after the step ended: already counted as unfinished.
+            return;
+          }
+          if (r.status === 200) {
+            completed++;
+            latencies.push(r.endAt - dueAt);
+          } else {
+            errors++;
+            firstError ??= r.error ?? `HTTP ${r.status}: ${r.body.slice(0, 200)}`;
+          }
+        },
+      });
+      closed = true;
+      // Still unanswered after the drain: their latency is at least this long, and it counts, so that
+      // an overloaded step cannot look better by leaving its slowest requests out.
+      const now = performance.now();
+      latencies.push(...result.unfinished.map((due) => now - due));
+      return { ...result, latencies, completed, errors, firstError };
+    };
+
+    ctx.log(`throughput: warm-up ${opts.warmupS}s at ${opts.rates[0]}/s`);
+    await runStep(opts.rates[0], opts.warmupS * 1000);
+    await sleep(500);
+
+    const steps: Step[] = [];
+    ctx.markLoad('start');
+    for (const rate of opts.rates) {
+      ctx.log(`throughput: offering ${rate} completions/s for ${opts.durationS}s`);
+      const [redisBefore, pgBefore] = await Promise.all([redisCommandCalls(ctx.target.redisUrl), postgres.counters()]);
+      const cpuBefore = await sampleCpu(groups);
+      const machineBefore = machineCpuMs();
+      const step = await runStep(rate, opts.durationS * 1000);
+      const cpuAfter = await sampleCpu(groups);
+      const machineAfter = machineCpuMs();
+      // Postgres backends report their counters within a second or so of a transaction.
+      await sleep(1_200);
+      const [redisAfter, pgAfter] = await Promise.all([redisCommandCalls(ctx.target.redisUrl), postgres.counters()]);
+      const redisCalls = callsDelta(redisBefore, redisAfter);
+      const cpu = cpuDelta(cpuBefore, cpuAfter);
+      const busy = machineAfter.busy - machineBefore.busy;
+      const ours = Object.values(cpu).reduce((a, b) => a + b, 0);
+      const per = (ms: number) => (step.completed > 0 ? ms / step.completed : Number.NaN);
+      const cpuPerCompletion: Record<string, number> = {};
+      for (const [name, ms] of Object.entries(cpu)) {
+        cpuPerCompletion[name] = per(ms);
+      }
+      cpuPerCompletion.other = per(Math.max(0, busy - ours));
+      steps.push({
+        offered: rate,
+        started: step.started,
+        skipped: step.skipped,
+        unfinished: step.unfinished.length,
+        completed: step.completed,
+        errors: step.errors,
+        firstError: step.firstError,
+        completedPerS: (step.completed * 1000) / step.elapsedMs,
+        latency: summarize(step.latencies),
+        cpuPerCompletion,
+        machineBusy: busy / (machineAfter.total - machineBefore.total),
+        redisCalls: redisCalls.slice(0, 8).map(([cmd, n]) => [cmd, per(n)]),
+        redisCallsTotal: per(redisCalls.reduce((a, [, n]) => a + n, 0)),
+        pgCommits: per(pgAfter.commits - pgBefore.commits),
+        pgRowsWritten: per(pgAfter.inserted + pgAfter.updated - pgBefore.inserted - pgBefore.updated),
+      });
+      const last = steps[steps.length - 1];
+      ctx.log(
+        `throughput: ${rate}/s → ${num(last.completedPerS)}/s, p50 ${num(last.latency.p50)} ms, p99 ${num(last.latency.p99)} ms, ${last.errors} errors`,
+      );
+      const failed = last.errors + last.skipped + last.unfinished;
+      if (last.latency.p99 > P99_LIMIT_MS || failed > MAX_ERROR_SHARE * Math.max(1, last.started)) {
+        break;
+      }
+      await sleep(1_000);
+    }
+    ctx.markLoad('end');
+    agent.destroy();
+
+    const table = mdTable(
+      [
+        'offered/s',
+        'completed/s',
+        'p50 (ms)',
+        'p90 (ms)',
+        'p99 (ms)',
+        'errors + unfinished',
+        'CPU ms/completion: api',
+        'dispatcher',
+        'agents',
+        'postgres',
+        'redis',
+        'bench client',
+        'other',
+        'machine busy',
+      ],
+      steps.map((s) => [
+        String(s.offered),
+        num(s.completedPerS),
+        num(s.latency.p50),
+        num(s.latency.p90),
+        num(s.latency.p99),
+        String(s.errors + s.skipped + s.unfinished),
+        ...[...GROUPS, 'bench', 'other'].map((g) => num(s.cpuPerCompletion[g], 2)),
+        `${Math.round(s.machineBusy * 100)} %`,
+      ]),
+      Array(14).fill('r') as 'r'[],
+    );
+    const good = steps.filter((s) => s.latency.p99 <= P99_LIMIT_MS && s.completedPerS >= 0.95 * s.offered);
+    const best = good.length ? good.reduce((a, b) => (b.completedPerS > a.completedPerS ? b : a)) : null;
+    const targets: TargetCheck[] = [
+      {
+        target: 'Throughput: completions/s with p99 ≤ 250 ms',
+        goal: '≥ 1000/s',
+        measured: best
+          ? `${num(best.completedPerS)}/s (p99 ${num(best.latency.p99)} ms)`
+          : `no step met p99 ≤ 250 ms; at most ${num(Math.max(...steps.map((s) => s.completedPerS)))}/s`,
+        pass: best ? best.completedPerS >= 1000 : false,
+      },
+    ];
+    const firstError = steps.find((s) => s.firstError)?.firstError;
+    return {
+      name: 'throughput',
+      title: 'Throughput (non-streamed, idle sim devices, zero generation time)',
+      table,
+      notes: [
+        `${devices} sim devices (\`${SIM_ARGS.join(' ')}\`), run as ${devices} DeviceAgent instances ` +
+          "in one process, each built from the `switchyard-device` arguments by the product's own parser (the CLI runs one device per process); open-loop arrivals at each offered rate for " +
+          `${opts.durationS} s, latency from the moment each request was due to its whole answer; stops at the first step with p99 > ${P99_LIMIT_MS} ms.`,
+        'CPU ms per completion from /proc/<pid>/stat (utime + stime) before and after each step: postgres = backends of the bench database + ' +
+          'WAL writer, background writer, checkpointer; redis = the whole redis-server; other = the rest of the machine (other users of it included).',
+        ...steps.map(
+          (s) =>
+            `At ${s.offered}/s, per completion: ${num(s.redisCallsTotal)} Redis commands (${s.redisCalls
+              .slice(0, 5)
+              .map(([cmd, n]) => `${cmd} ${num(n)}`)
+              .join(
+                ', ',
+              )}; server-wide counts), ${num(s.pgCommits, 2)} Postgres transactions, ${num(s.pgRowsWritten, 2)} rows written.`,
+        ),
+        ...(firstError ? [`First error: ${firstError}`] : []),
+      ],
+      targets,
+      data: {
+        devices,
+        p99_limit_ms: P99_LIMIT_MS,
+        steps: steps.map((s) => ({
+          offered_per_s: s.offered,
+          started: s.started,
+          skipped: s.skipped,
+          unfinished: s.unfinished,
+          completed: s.completed,
+          errors: s.errors,
+          ...(s.firstError ? { first_error: s.firstError } : {}),
+          completed_per_s: Math.round(s.completedPerS * 10) / 10,
+          latency_ms: rounded(s.latency),
+          cpu_ms_per_completion: Object.fromEntries(
+            Object.entries(s.cpuPerCompletion).map(([k, v]) => [k, Math.round(v * 1000) / 1000]),
+          ),
+          machine_busy: Math.round(s.machineBusy * 1000) / 1000,
+          redis_calls_per_completion: {
+            total: Math.round(s.redisCallsTotal * 10) / 10,
+            ...Object.fromEntries(s.redisCalls.map(([cmd, n]) => [cmd, Math.round(n * 10) / 10])),
+          },
+          postgres_per_completion: {
+            commits: Math.round(s.pgCommits * 100) / 100,
+            rows_written: Math.round(s.pgRowsWritten * 100) / 100,
+          },
+        })),
+        best_completed_per_s: best ? Math.round(best.completedPerS) : null,
+      },
+    };
+  } finally {
+    await fleet.stop();
+    await postgres.close();
+  }
+}

@@ -11,6 +11,29 @@ import { MetricsService } from './metrics/metrics.service';
 import { RelayService } from './relay/relay.service';
 
 const INVALID_JSON = 'We could not parse the JSON body of your request. The body must be valid JSON.';
+/**
+ * No request needs deeper JSON; deeper bodies are refused before they reach validation, the queue
+ * (whose serialisation has its own depth limit) or a device.
+ */
+const MAX_JSON_DEPTH = 64;
+
+/** Whether a parsed JSON value nests deeper than MAX_JSON_DEPTH (iterative: no stack overflow). */
+function tooDeep(value: unknown): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node !== null && typeof node === 'object') {
+      if (depth > MAX_JSON_DEPTH) {
+        return true;
+      }
+      for (const child of Object.values(node)) {
+        stack.push([child, depth + 1]);
+      }
+    }
+  }
+  return false;
+}
+
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 async function bootstrap(): Promise<void> {
@@ -53,7 +76,16 @@ async function bootstrap(): Promise<void> {
       return;
     }
     void json(req, String(body), (err, value) => {
-      done(err ? new AppError('invalid_json', INVALID_JSON) : null, value);
+      if (err) {
+        done(new AppError('invalid_json', INVALID_JSON), undefined);
+      } else if (tooDeep(value)) {
+        done(
+          new AppError('invalid_request', `The JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`),
+          undefined,
+        );
+      } else {
+        done(null, value);
+      }
     });
   });
   const metrics = app.get(MetricsService);

@@ -71,10 +71,11 @@ export class AuthGuard extends PassportAuthGuard('bearer') {
   }
 
   override handleRequest<TUser = AuthContext>(err: unknown, user: unknown): TUser {
-    if (err instanceof AppError) {
-      throw err;
+    // A failed lookup (database unreachable) is not a bad key: it surfaces as itself (503), never as a 401.
+    if (err) {
+      throw err instanceof Error ? err : new Error('authentication failed');
     }
-    if (err || !user) {
+    if (!user) {
       throw invalidApiKey();
     }
     return user as TUser;

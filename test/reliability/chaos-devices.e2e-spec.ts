@@ -1,0 +1,378 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { closeDb, createDevice, createTenant, db, http, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import {
+  FakeDevice,
+  LiveStream,
+  TERMINAL,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  sha256,
+  sseContent,
+  startApi,
+  startDevice,
+  startDispatcher,
+  stopAll,
+  waitAllTerminal,
+  waitStatus,
+  waitOnline,
+  waitTasks,
+} from './helpers';
+
+/** Every sim device of this suite writes replies of this many tokens, so any of them gives the same answer. */
+const TOKENS = 16;
+
+/**
+ * Chaos at the edges: devices killed, frozen (SIGSTOP) or disconnecting before and after their first
+ * token, and clients leaving at every stage. Each case checks that the request ends with a whole
+ * answer or an explicit error, that no output arrives twice (the content equals the sim's
+ * deterministic reply, or is a prefix of it when the request failed), that every task row ends,
+ * and that the system serves normally afterwards.
+ */
+describe('chaos: devices and clients', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let tenant: Tenant;
+  const devices: Proc[] = [];
+  const fakes: FakeDevice[] = [];
+  const url = () => `${api.url}/v1/chat/completions`;
+
+  /** The device each case starts with (its own model), started together to save time. */
+  const victims: Record<string, { model: string; id: string; token: string; proc: Proc }> = {};
+
+  before(async () => {
+    // A frozen device is dropped after DEVICE_INACTIVITY_MS: short here, to keep the cases short.
+    [api, dispatcher] = await Promise.all([
+      startApi({ QUEUE_TIMEOUT_MS: '30000' }),
+      startDispatcher({ DEVICE_INACTIVITY_MS: '6000', LOG_LEVEL: 'info' }),
+    ]);
+    tenant = await createTenant();
+    const specs: [string, { ttftMs?: number; tokensPerSecond?: number }][] = [
+      ['killBefore', { ttftMs: 10_000 }],
+      ['killAfter', { tokensPerSecond: 4 }],
+      ['stopBefore', { ttftMs: 4_000 }],
+      ['stopAfter', { tokensPerSecond: 4 }],
+      // Slow enough to abort before assignment (behind another task), before the first token, or mid-answer.
+      ['clients', { ttftMs: 1_000, tokensPerSecond: 10 }],
+    ];
+    await Promise.all(
+      specs.map(async ([name, opts]) => {
+        const model = await newModel();
+        victims[name] = { model, ...(await device(model, opts)) };
+      }),
+    );
+  });
+
+  after(async () => {
+    for (const f of fakes) {
+      f.close();
+    }
+    for (const d of devices) {
+      d.child.kill('SIGCONT');
+    }
+    await stopAll(devices, [api, dispatcher].filter(Boolean));
+    await closeDb();
+  });
+
+  /** The dispatcher's log lines about a task, for failure messages. */
+  const logOf = (address: string) =>
+    dispatcher.proc.output
+      .split('\n')
+      .filter((l) => l.includes(address))
+      .join('\n');
+
+  /** Waits until the device acknowledged the assignment (the dispatcher logs it). */
+  const accepted = (address: string) =>
+    dispatcher.proc.waitFor(new RegExp(`"task":"${address}".*"task assigned"`), 15_000);
+
+  /** A model of its own for one case, enabled for the tenant. */
+  async function newModel(): Promise<string> {
+    const model = uniq('chaos');
+    await db().model.create({ data: { id: model } });
+    await db().orgModel.create({ data: { orgId: tenant.org.id, modelId: model } });
+    return model;
+  }
+
+  async function device(model: string, opts: { ttftMs?: number; tokensPerSecond?: number } = {}) {
+    const { id, token } = await createDevice();
+    const proc = await startDevice(dispatcher.url, token, { models: [model], tokens: TOKENS, ...opts });
+    devices.push(proc);
+    return { id, token, proc };
+  }
+
+  const chat = (model: string, content: string, extra: Record<string, unknown> = {}) =>
+    http('POST', url(), { headers: bearer(tenant.key), body: chatBody(model, content, extra) });
+
+  /** The deterministic reply for a prompt, from a healthy device (also proves the system serves). */
+  async function reference(model: string, prompt: string): Promise<string> {
+    const res = await chat(model, prompt);
+    assert.equal(res.status, 200, `the system does not serve normally: ${res.text}`);
+    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    return res.body.choices[0].message.content;
+  }
+
+  /** A whole streamed answer: one role chunk, the reference content once, one finish, [DONE]. */
+  function assertWholeStream(live: LiveStream, expected: string): void {
+    assert.equal(live.status, 200, live.text);
+    const events = live.events;
+    assert.equal(events.at(-1), '[DONE]', live.text.slice(-300));
+    assert.ok(!events.some((e) => e !== '[DONE]' && e.error), live.text.slice(-300));
+    const roles = events.filter((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.delta?.role));
+    assert.equal(roles.length, 1, 'the role chunk came once');
+    assert.equal(sseContent(events), expected, 'the content, exactly once');
+    const finishes = events.filter((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.finish_reason));
+    assert.equal(finishes.length, 1);
+  }
+
+  /** A stream that failed after output: an error event last, no [DONE], what arrived is a prefix of the answer. */
+  function assertFailedStream(live: LiveStream, expected: string, code: string): string {
+    assert.equal(live.status, 200, live.text);
+    const events = live.events;
+    const last = events.at(-1);
+    assert.equal(last?.error?.code, code, live.text.slice(-400));
+    assert.equal(last.error.type, 'server_error');
+    assert.ok(!events.includes('[DONE]'));
+    assert.ok(!events.some((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.finish_reason === 'stop')));
+    const content = sseContent(events);
+    assert.ok(content.length > 0, 'output had reached the client');
+    assert.ok(expected.startsWith(content), `not a prefix of the answer:\n${content}\n${expected}`);
+    return content;
+  }
+
+  describe('devices', () => {
+    it('SIGKILL before the first token (streamed): the task moves to another device; the answer comes whole, once', async () => {
+      const victim = victims.killBefore;
+      const model = victim.model;
+      const prompt = 'killed before it spoke';
+      const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
+      const assigned = await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
+      assert.equal(assigned.deviceId, victim.id);
+      victim.proc.child.kill('SIGKILL');
+      const backup = await device(model, { tokensPerSecond: 40 });
+      await live.done;
+      const expected = await reference(model, prompt);
+      assertWholeStream(live, expected);
+      const row = await waitTasks({ address: assigned.address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'completed');
+      assert.equal(row[0].deviceId, backup.id);
+      assert.equal(row[0].attempts, 2);
+      assert.equal(row[0].outputSha256, sha256(expected));
+    });
+
+    it('SIGKILL after the first token (non-streamed): 502 device_disconnected, the row fails with the hash of what was relayed', async () => {
+      const victim = victims.killAfter;
+      const model = victim.model;
+      const pending = chat(model, 'killed mid-answer');
+      const streaming = await waitStatus(tenant.org.id, 'streaming', 15_000, { modelId: model });
+      victim.proc.child.kill('SIGKILL');
+      const res = await pending;
+      assertOpenAIError(res, 502, 'device_disconnected');
+      const row = await waitTasks({ address: streaming.address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'failed');
+      assert.equal(row[0].errorCode, 'device_disconnected');
+      assert.match(row[0].outputSha256 ?? '', /^[0-9a-f]{64}$/);
+      await device(model);
+      await reference(model, 'afterwards');
+    });
+
+    it('SIGSTOP before the first token (non-streamed): dropped after DEVICE_INACTIVITY_MS, the task moves on', async () => {
+      const victim = victims.stopBefore;
+      const model = victim.model;
+      const prompt = 'frozen before it spoke';
+      const pending = chat(model, prompt);
+      const assigned = await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
+      assert.equal(assigned.deviceId, victim.id);
+      // Frozen once it has accepted (the row is claimed before the device acknowledges).
+      await accepted(assigned.address);
+      victim.proc.child.kill('SIGSTOP');
+      const backup = await device(model, { tokensPerSecond: 40 });
+      const res = await pending;
+      assert.equal(res.status, 200, res.text);
+      victim.proc.child.kill('SIGCONT');
+      const expected = await reference(model, prompt);
+      assert.equal(res.body.choices[0].message.content, expected);
+      const row = await waitTasks({ address: assigned.address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'completed');
+      assert.equal(row[0].deviceId, backup.id);
+      assert.equal(row[0].attempts, 2, `dispatcher log:\n${logOf(assigned.address)}`);
+    });
+
+    it('SIGSTOP after the first token (streamed): an explicit device_disconnected error, nothing after it', async () => {
+      const victim = victims.stopAfter;
+      const model = victim.model;
+      const prompt = 'frozen mid-answer';
+      const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
+      await live.waitFor(/"content":"[^"]+"/);
+      victim.proc.child.kill('SIGSTOP');
+      await live.done;
+      const text = live.text;
+      victim.proc.child.kill('SIGCONT');
+      // The thawed device reconnects, serves again, and sends nothing more for the old task.
+      await waitOnline('network', [model], victim.token, { proc: victim.proc });
+      const expected = await reference(model, prompt);
+      const content = assertFailedStream(live, expected, 'device_disconnected');
+      const address = live.events[0].task_address;
+      const row = await waitTasks({ address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'failed');
+      assert.equal(row[0].errorCode, 'device_disconnected');
+      assert.equal(row[0].outputSha256, sha256(content), 'the row hashes exactly what the client got');
+      assert.equal(live.text, text);
+    });
+
+    it('a device disconnecting before its first token: requeued, served whole by another', async () => {
+      const model = await newModel();
+      const { id, token } = await createDevice();
+      const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+      fakes.push(fake);
+      const prompt = 'the first device leaves';
+      const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
+      const assignment = await fake.nextAssignment();
+      fake.close();
+      await device(model, { tokensPerSecond: 40 });
+      await live.done;
+      const expected = await reference(model, prompt);
+      assertWholeStream(live, expected);
+      const row = await waitTasks({ address: assignment.task_address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'completed');
+      assert.notEqual(row[0].deviceId, id);
+    });
+
+    it('a device disconnecting after its first token: the client gets what was sent, then device_disconnected', async () => {
+      const model = await newModel();
+      const { token } = await createDevice();
+      const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+      fakes.push(fake);
+      const live = new LiveStream(url(), tenant.key, chatBody(model, 'the device leaves mid-answer', { stream: true }));
+      const assignment = await fake.nextAssignment();
+      fake.socket.emit('task:delta', {
+        task_address: assignment.task_address,
+        seq: 0,
+        choices: [{ index: 0, content: 'partial' }],
+      });
+      await live.waitFor(/"content":"partial"/);
+      fake.close();
+      await live.done;
+      const content = assertFailedStream(live, 'partial answer', 'device_disconnected');
+      assert.equal(content, 'partial');
+      const row = await waitTasks({ address: assignment.task_address }, (r) => TERMINAL.includes(r[0]?.status));
+      assert.equal(row[0].status, 'failed');
+      assert.equal(row[0].outputSha256, sha256('partial'));
+    });
+  });
+
+  describe('clients', () => {
+    let model: string;
+    let slow: { model: string; id: string; proc: Proc };
+
+    before(() => {
+      slow = victims.clients;
+      model = slow.model;
+    });
+
+    /** A request the test can abort; non-streamed ones are read whole, streamed ones progressively. */
+    function request(prompt: string, stream: boolean) {
+      if (stream) {
+        const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
+        return { abort: () => live.abort(), done: live.done.then(() => live), live };
+      }
+      const controller = new AbortController();
+      const done = fetch(url(), {
+        method: 'POST',
+        headers: { ...bearer(tenant.key), 'content-type': 'application/json' },
+        body: JSON.stringify(chatBody(model, prompt)),
+        signal: controller.signal,
+      }).then(
+        (r) => r.text(),
+        (e: Error) => e,
+      );
+      return { abort: () => controller.abort(), done, live: null };
+    }
+
+    async function assertCancelled(address: string, reachedDevice: boolean) {
+      // The dispatcher ends a cancelled row in two writes (status, then error code and finished_at).
+      const row = (await waitTasks({ address }, (r) => TERMINAL.includes(r[0]?.status) && r[0].finishedAt !== null))[0];
+      assert.equal(row.status, 'cancelled', `${row.status} ${row.errorCode}`);
+      assert.equal(row.errorCode, 'client_disconnected');
+      assert.ok(row.finishedAt);
+      if (reachedDevice) {
+        assert.equal(row.deviceId, slow.id);
+        await slow.proc.waitFor(new RegExp(`"task_address":"${address}".*"outcome":"cancelled"`));
+      } else {
+        assert.equal(row.deviceId, null);
+        assert.equal(row.attempts, 0);
+        assert.doesNotMatch(slow.proc.output, new RegExp(address));
+      }
+      return row;
+    }
+
+    for (const stream of [false, true]) {
+      const kind = stream ? 'streamed' : 'non-streamed';
+
+      it(`${kind}: abort before assignment: the job leaves the queue, no device sees it`, async () => {
+        const blockerPrompt = `blocker ${kind}`;
+        const blocker = chat(model, blockerPrompt);
+        await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
+        const target = request(`queued ${kind}`, stream);
+        const queued = await waitStatus(tenant.org.id, 'queued', 15_000, { modelId: model });
+        target.abort();
+        await target.done;
+        await assertCancelled(queued.address, false);
+        const res = await blocker;
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.body.choices[0].finish_reason, 'stop');
+      });
+
+      it(`${kind}: abort during prompt evaluation: the device is told to stop and is free at once`, async () => {
+        const target = request(`evaluating ${kind}`, stream);
+        const assigned = await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
+        await accepted(assigned.address);
+        target.abort();
+        await target.done;
+        const row = await assertCancelled(assigned.address, true);
+        assert.equal(row.firstTokenAt, null);
+        assert.equal(row.outputSha256, null);
+        const next = await chat(model, 'right after', { max_tokens: 2 });
+        assert.equal(next.status, 200, next.text);
+      });
+
+      it(`${kind}: abort mid-answer: the task ends cancelled with the hash of what was relayed`, async () => {
+        const prompt = `mid-answer ${kind}`;
+        const target = request(prompt, stream);
+        if (target.live) {
+          await target.live.waitFor(/"content":"[^"]+"/);
+        } else {
+          await waitStatus(tenant.org.id, 'streaming', 15_000, { modelId: model });
+        }
+        const address = (await waitTasks({ modelId: model, orgId: tenant.org.id }, (r) => r.length > 0)).at(
+          -1,
+        )!.address;
+        target.abort();
+        await target.done;
+        const row = await assertCancelled(address, true);
+        assert.ok(row.firstTokenAt);
+        assert.match(row.outputSha256 ?? '', /^[0-9a-f]{64}$/);
+        if (target.live) {
+          const expected = await reference(model, prompt);
+          const content = sseContent(target.live.events);
+          assert.ok(expected.startsWith(content), 'what arrived is a prefix of the answer');
+          assert.ok(!target.live.events.includes('[DONE]'));
+        }
+      });
+    }
+  });
+
+  it('no task row is left non-terminal', async () => {
+    const rows = await waitAllTerminal(tenant.org.id, 20_000);
+    for (const row of rows) {
+      assert.ok(row.finishedAt, `${row.address} ${row.status} without finished_at`);
+      if (row.status === 'completed') {
+        assert.ok(row.outputSha256 && row.finishReason, `${row.address}: completed without hash or finish`);
+      } else {
+        assert.ok(row.errorCode, `${row.address}: ${row.status} without an error code`);
+      }
+    }
+    assert.ok(rows.length >= 20, `${rows.length} rows`);
+  });
+});

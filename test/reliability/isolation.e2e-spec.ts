@@ -1,0 +1,609 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { io } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
+import { createRedis, keys } from '@app/common';
+import { ADMIN_TOKEN, REDIS_URL, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import {
+  FakeDevice,
+  LiveStream,
+  adminAuth,
+  assertOllamaError,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  eventually,
+  jsonHttp,
+  loopbackAddress,
+  metricValue,
+  sha256,
+  sseContent,
+  startApi,
+  startDevice,
+  startDispatcher,
+  stopAll,
+  waitStatus,
+  waitTasks,
+} from './helpers';
+
+/**
+ * Tenants cannot see each other, credentials cannot be swapped, revocations bite within the
+ * documented bounds, secrets never reach a log, and a device is not trusted.
+ */
+describe('isolation and untrusted devices', () => {
+  let api1: Api;
+  let api2: Api;
+  let dispatcher: Dispatcher;
+  const devices: Proc[] = [];
+  const sockets: Socket[] = [];
+  /** Every secret this suite hands out, to look for in the processes' output at the end. */
+  const secrets: string[] = [ADMIN_TOKEN];
+  /** Client requests with wrong credentials come from their own address (failed-auth counter). */
+  const from = loopbackAddress();
+
+  const shared = uniq('shared');
+  const privateModel = uniq('private');
+  const directModel = uniq('direct');
+  const rogueModel = uniq('rogue');
+  let orgA: Tenant;
+  let orgB: Tenant;
+  let netDevice: { id: string; token: string };
+  let directDevice: { id: string; token: string };
+  let directProc: Proc;
+
+  before(async () => {
+    // Debug logging: whatever the processes print, no secret may be in it.
+    const env = {
+      LOG_LEVEL: 'debug',
+      TASK_IDLE_TIMEOUT_MS: '4000',
+      QUEUE_TIMEOUT_MS: '10000',
+      ASSIGN_ACK_TIMEOUT_MS: '2000',
+    };
+    [api1, api2, dispatcher] = await Promise.all([startApi(env), startApi(env), startDispatcher(env)]);
+    orgA = await createTenant([shared, privateModel, directModel]);
+    orgB = await createTenant([shared, directModel, rogueModel]);
+    netDevice = await createDevice();
+    directDevice = await createDevice(orgA.org.name);
+    secrets.push(orgA.key, orgB.key, netDevice.token, directDevice.token);
+    const procs = await Promise.all([
+      startDevice(
+        dispatcher.url,
+        netDevice.token,
+        { models: [shared], tokensPerSecond: 10, tokens: 16, extraArgs: ['--log-level', 'debug'] },
+        { pool: 'network' },
+      ),
+      startDevice(
+        dispatcher.url,
+        directDevice.token,
+        { models: [privateModel, directModel], tokens: 4, extraArgs: ['--log-level', 'debug'] },
+        { pool: orgA.org.id },
+      ),
+    ]);
+    devices.push(...procs);
+    directProc = procs[1];
+  });
+
+  after(async () => {
+    for (const s of sockets) {
+      s.disconnect();
+    }
+    await stopAll(devices, [api1, api2, dispatcher].filter(Boolean));
+    await closeDb();
+  });
+
+  const chat = (api: Api, key: string, model: string, content = 'hello', extra: Record<string, unknown> = {}) =>
+    http('POST', `${api.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(model, content, extra) });
+
+  /** A socket.io client on the device namespace, as a hand-written (possibly hostile) device. */
+  function deviceSocket(auth: unknown): Socket {
+    const socket = io(`${dispatcher.url}/devices`, {
+      transports: ['websocket'],
+      auth: auth as Record<string, unknown>,
+      reconnection: false,
+      forceNew: true,
+    });
+    sockets.push(socket);
+    return socket;
+  }
+
+  /** The message of the handshake's connect_error, or 'connected'. */
+  function handshake(auth: unknown): Promise<string> {
+    const socket = deviceSocket(auth);
+    return new Promise((resolve) => {
+      socket.on('connect', () => {
+        socket.disconnect();
+        resolve('connected');
+      });
+      socket.on('connect_error', (err) => resolve(err.message));
+    });
+  }
+
+  describe('tenants', () => {
+    it("an org's key against another org's task: 404 task_not_found; the owner sees it", async () => {
+      const res = await chat(api1, orgA.key, shared, 'a task of org A');
+      assert.equal(res.status, 200, res.text);
+      const address: string = res.body.task_address;
+      const own = await http('GET', `${api2.url}/v1/tasks/${address}`, { headers: bearer(orgA.key) });
+      assert.equal(own.status, 200, own.text);
+      assert.equal(own.body.task_address, address);
+      for (const path of [address, address.replace(/^network:/, 'direct:')]) {
+        for (const api of [api1, api2]) {
+          assertOpenAIError(
+            await http('GET', `${api.url}/v1/tasks/${path}`, { headers: bearer(orgB.key) }),
+            404,
+            'task_not_found',
+          );
+        }
+      }
+      assertOpenAIError(
+        await http('GET', `${api1.url}/v1/tasks/${address}`, { headers: { 'x-api-key': orgB.key } }),
+        404,
+        'task_not_found',
+      );
+    });
+
+    it("another org's model: 404 model_not_found on /v1/models/{id}, in the list, and for chat (both APIs)", async () => {
+      const listB = await http('GET', `${api1.url}/v1/models`, { headers: bearer(orgB.key) });
+      assert.equal(listB.status, 200);
+      assert.ok(!listB.body.data.some((m: { id: string }) => m.id === privateModel));
+      assertOpenAIError(
+        await http('GET', `${api1.url}/v1/models/${privateModel}`, { headers: bearer(orgB.key) }),
+        404,
+        'model_not_found',
+        'model',
+      );
+      const before = await db().task.count({ where: { orgId: orgB.org.id } });
+      assertOpenAIError(await chat(api2, orgB.key, privateModel), 404, 'model_not_found', 'model');
+      const ollama = await http('POST', `${api2.url}/api/chat`, {
+        headers: bearer(orgB.key),
+        body: { model: privateModel, stream: false, messages: [{ role: 'user', content: 'hi' }] },
+      });
+      assertOllamaError(ollama, 404);
+      const tags = await http('GET', `${api2.url}/api/tags`, { headers: bearer(orgB.key) });
+      assert.ok(!tags.body.models.some((m: { name: string }) => m.name === privateModel));
+      assert.equal(await db().task.count({ where: { orgId: orgB.org.id } }), before);
+      // The owner is served (by its own device).
+      const own = await chat(api1, orgA.key, privateModel);
+      assert.equal(own.status, 200, own.text);
+      assert.equal(own.body.mode, 'direct');
+    });
+
+    it("an org's own device never serves another org, even for a model both have", async () => {
+      const res = await chat(api1, orgA.key, directModel);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.mode, 'direct');
+      for (const mode of ['auto', 'direct', 'network']) {
+        assertOpenAIError(await chat(api1, orgB.key, directModel, 'hi', { mode }), 503, 'no_device_available');
+      }
+      const rows = await db().task.findMany({ where: { modelId: directModel } });
+      assert.ok(rows.every((r) => r.orgId === orgA.org.id));
+    });
+
+    it('a client key on /admin routes: 401 invalid_admin_token, nothing changed', async () => {
+      const task = await db().task.findFirstOrThrow({ where: { orgId: orgA.org.id } });
+      const key = await db().apiKey.findFirstOrThrow({ where: { orgId: orgA.org.id } });
+      const routes: [string, string, unknown?][] = [
+        ['GET', '/admin/orgs'],
+        ['POST', '/admin/orgs', { name: uniq('evil') }],
+        ['PATCH', `/admin/orgs/${orgB.org.name}`, { rpm: 1 }],
+        ['GET', `/admin/orgs/${orgA.org.name}/keys`],
+        ['POST', `/admin/orgs/${orgB.org.name}/keys`, {}],
+        ['DELETE', `/admin/keys/${key.id}`],
+        ['GET', '/admin/models'],
+        ['POST', '/admin/models', { id: uniq('evil-model') }],
+        ['PUT', `/admin/orgs/${orgB.org.name}/models/${privateModel}`],
+        ['DELETE', `/admin/orgs/${orgA.org.name}/models/${privateModel}`],
+        ['GET', '/admin/devices'],
+        ['POST', '/admin/devices', { name: 'evil' }],
+        ['DELETE', `/admin/devices/${directDevice.id}`],
+        ['GET', `/admin/tasks/${task.address}`],
+      ];
+      const counts = async () =>
+        Promise.all([db().organization.count(), db().apiKey.count(), db().device.count(), db().orgModel.count()]);
+      const before = await counts();
+      for (const [method, path, body] of routes) {
+        for (const headers of [bearer(orgA.key), { 'x-api-key': orgA.key }, bearer(netDevice.token)]) {
+          const res = await jsonHttp(method, `${api1.url}${path}`, body, { headers, localAddress: from });
+          assertOpenAIError(res, 401, 'invalid_admin_token');
+        }
+      }
+      assert.deepEqual(await counts(), before);
+      assert.equal((await db().organization.findUniqueOrThrow({ where: { id: orgB.org.id } })).rpmLimit, null);
+      assert.equal((await db().apiKey.findUniqueOrThrow({ where: { id: key.id } })).revokedAt, null);
+    });
+  });
+
+  describe('credentials are not interchangeable', () => {
+    it('a device token as an API key: 401 on every client route', async () => {
+      const token = netDevice.token;
+      for (const headers of [bearer(token), { 'x-api-key': token }]) {
+        assertOpenAIError(
+          await jsonHttp('GET', `${api1.url}/v1/models`, undefined, { headers, localAddress: from }),
+          401,
+          'invalid_api_key',
+        );
+        assertOpenAIError(
+          await jsonHttp('POST', `${api2.url}/v1/chat/completions`, chatBody(shared, 'hi'), {
+            headers,
+            localAddress: from,
+          }),
+          401,
+          'invalid_api_key',
+        );
+        assertOllamaError(
+          await jsonHttp('POST', `${api1.url}/api/chat`, chatBody(shared, 'hi'), { headers, localAddress: from }),
+          401,
+        );
+        assertOllamaError(
+          await jsonHttp('GET', `${api1.url}/api/tags`, undefined, { headers, localAddress: from }),
+          401,
+        );
+      }
+    });
+
+    it('an API key (or the admin token) as a device token: refused at the handshake with invalid_device_token', async () => {
+      const unknown = 'syd_' + 'Q'.repeat(40);
+      for (const auth of [
+        { token: orgA.key, protocol: 1 },
+        { token: ADMIN_TOKEN, protocol: 1 },
+        { token: unknown, protocol: 1 },
+        { token: netDevice.token.toUpperCase(), protocol: 1 },
+        { token: 42, protocol: 1 },
+        { protocol: 1 },
+        {},
+      ]) {
+        assert.equal(await handshake(auth), 'invalid_device_token', JSON.stringify(auth));
+      }
+      // A device token of its own (not the running agent's, whose connection a second one would replace).
+      const spare = await createDevice();
+      secrets.push(spare.token);
+      assert.equal(await handshake({ token: spare.token, protocol: 1 }), 'connected');
+    });
+  });
+
+  describe('revocation', () => {
+    it('a revoked key is rejected within a second on every api instance', async () => {
+      const tenant = await createTenant([shared]);
+      secrets.push(tenant.key);
+      for (const api of [api1, api2]) {
+        const res = await http('GET', `${api.url}/v1/models`, { headers: bearer(tenant.key) });
+        assert.equal(res.status, 200, res.text);
+      }
+      const revoke = await http('DELETE', `${api1.url}/admin/keys/${tenant.keyId}`, { headers: adminAuth });
+      assert.equal(revoke.status, 200, revoke.text);
+      const revokedAt = Date.now();
+      await Promise.all(
+        [api1, api2].map(async (api) => {
+          for (;;) {
+            const res = await jsonHttp('GET', `${api.url}/v1/models`, undefined, {
+              headers: bearer(tenant.key),
+              localAddress: from,
+            });
+            if (res.status === 401) {
+              assertOpenAIError(res, 401, 'invalid_api_key');
+              break;
+            }
+            assert.equal(res.status, 200, res.text);
+            assert.ok(Date.now() - revokedAt <= 1_000, `${api.url} still accepts the key after 1 s`);
+            await sleep(50);
+          }
+        }),
+      );
+      assertOpenAIError(
+        await jsonHttp('POST', `${api2.url}/v1/chat/completions`, chatBody(shared, 'hi'), {
+          headers: bearer(tenant.key),
+          localAddress: from,
+        }),
+        401,
+        'invalid_api_key',
+      );
+    });
+
+    it('a revoked device is disconnected within about two seconds and refused afterwards', async () => {
+      const redis = createRedis(REDIS_URL);
+      const online = async () =>
+        (await redis.zrangebyscore(keys.presence(orgA.org.id, privateModel), Date.now(), '+inf')).some((m) =>
+          m.startsWith(`${directDevice.id}|`),
+        );
+      try {
+        assert.ok(await online(), 'the direct device is online');
+        const revoke = await http('DELETE', `${api1.url}/admin/devices/${directDevice.id}`, { headers: adminAuth });
+        assert.equal(revoke.status, 200, revoke.text);
+        const revokedAt = Date.now();
+        await eventually(async () => !(await online()), 5_000, 'the revoked device to go offline');
+        const elapsed = Date.now() - revokedAt;
+        assert.ok(elapsed <= 2_500, `the revoked device was dropped after ${elapsed} ms`);
+      } finally {
+        redis.disconnect();
+      }
+      assert.equal(await directProc.exited, 1, 'the agent stops when its token is refused');
+      assert.match(directProc.output, /device token refused/);
+      assert.equal(await handshake({ token: directDevice.token, protocol: 1 }), 'invalid_device_token');
+      assertOpenAIError(await chat(api1, orgA.key, privateModel), 503, 'no_device_available');
+    });
+  });
+
+  describe('untrusted devices', () => {
+    let rogue: Socket;
+    let rogueToken: string;
+    const assignments: { payload: any; ack: (answer: unknown) => void }[] = [];
+
+    async function connectRogue(): Promise<Socket> {
+      const socket = deviceSocket({ token: rogueToken, protocol: 1 });
+      socket.on('task:assign', (payload: any, ack: (answer: unknown) => void) => {
+        ack({ accepted: true });
+        assignments.push({ payload, ack });
+      });
+      await new Promise<void>((resolve, reject) => {
+        socket.once('connect', () => resolve());
+        socket.once('connect_error', reject);
+      });
+      const announced = await socket.timeout(5_000).emitWithAck('announce', {
+        agent_version: 'rogue-1',
+        backend: 'sim',
+        models: [rogueModel],
+        features: [],
+        available: true,
+        running_task: null,
+      });
+      assert.equal(announced.ok, true, JSON.stringify(announced));
+      return socket;
+    }
+
+    async function nextAssignment(): Promise<any> {
+      await eventually(async () => assignments.length > 0, 15_000, 'an assignment for the rogue device');
+      return assignments.shift()!.payload;
+    }
+
+    async function invalidEvents(): Promise<Record<string, number>> {
+      const text = (await http('GET', `${dispatcher.url}/metrics`)).text;
+      const value = (reason: string) => metricValue(text, 'switchyard_device_invalid_events_total', { reason }) || 0;
+      return { malformed: value('malformed'), foreign: value('foreign_task'), order: value('out_of_order') };
+    }
+
+    before(async () => {
+      const device = await createDevice();
+      rogueToken = device.token;
+      secrets.push(rogueToken);
+      rogue = await connectRogue();
+    });
+
+    it('junk, out-of-order, duplicate and foreign events are dropped and counted; no other task is touched', async () => {
+      const before = await invalidEvents();
+      // A rogue announce is refused, and the device stays as it was.
+      const badAnnounce = await rogue.timeout(5_000).emitWithAck('announce', { models: 'all', available: 'yes' });
+      assert.equal(badAnnounce.ok, false);
+
+      // The rogue device takes a task of org B (non-streamed).
+      const rogueTask = chat(api1, orgB.key, rogueModel, 'rogue task');
+      const assigned = await nextAssignment();
+      const own: string = assigned.task_address;
+
+      // A real device streams org A's answer meanwhile.
+      const prompt = 'the victim of a rogue device';
+      const victim = new LiveStream(
+        `${api2.url}/v1/chat/completions`,
+        orgA.key,
+        chatBody(shared, prompt, { stream: true }),
+      );
+      await victim.waitFor(/"content":"[^"]+"/);
+      const victimAddress: string = victim.events[0].task_address;
+
+      // Junk that names no task of this device: dropped (and counted), the task goes on.
+      const junk: [string, unknown][] = [
+        ['task:delta', null],
+        ['task:delta', 'text'],
+        ['task:delta', 42],
+        ['task:delta', [own]],
+        ['task:delta', { seq: 0, choices: [{ index: 0, content: 'x' }] }],
+        ['task:delta', { task_address: 'network:../../etc', seq: 0, choices: [{ index: 0, content: 'x' }] }],
+        ['task:done', { task_address: own.toUpperCase(), seq: 0, finish_reasons: ['stop'], usage: null }],
+        ['task:error', { task_address: 42, seq: 0, code: 'backend_error', message: 'x' }],
+        ['__proto__', { polluted: true }],
+        ['no:such:event', { task_address: own }],
+      ];
+      for (const [event, payload] of junk) {
+        rogue.emit(event, payload);
+      }
+      // Events for the victim's task, which the rogue does not hold.
+      rogue.emit('task:delta', { task_address: victimAddress, seq: 0, choices: [{ index: 0, content: 'INJECTED' }] });
+      rogue.emit('task:delta', { task_address: victimAddress, seq: 1, choices: [{ index: 0, content: 'INJECTED' }] });
+      rogue.emit('task:error', { task_address: victimAddress, seq: 2, code: 'backend_error', message: 'injected' });
+      rogue.emit('task:done', { task_address: victimAddress, seq: 3, finish_reasons: ['stop'], usage: null });
+      // Its own task: one good delta, the same seq again, a skipped seq, then the done that follows the good one.
+      rogue.emit('task:delta', { task_address: own, seq: 0, choices: [{ index: 0, content: 'hello' }] });
+      rogue.emit('task:delta', { task_address: own, seq: 0, choices: [{ index: 0, content: ' duplicate' }] });
+      rogue.emit('task:delta', { task_address: own, seq: 5, choices: [{ index: 0, content: ' skipped' }] });
+      rogue.emit('task:done', { task_address: own, seq: 1, finish_reasons: ['stop'], usage: null });
+
+      const res = await rogueTask;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.choices[0].message.content, 'hello');
+      const ownRow = await waitTasks({ address: own }, (r) => r[0]?.status === 'completed', 10_000, 'the rogue task');
+      assert.equal(ownRow[0].outputSha256, sha256('hello'));
+
+      await victim.done;
+      assert.equal(victim.status, 200);
+      assert.ok(victim.events.at(-1) === '[DONE]', victim.text.slice(-300));
+      const content = sseContent(victim.events);
+      assert.doesNotMatch(victim.text, /INJECTED|injected/);
+      const reference = await chat(api1, orgB.key, shared, prompt);
+      assert.equal(reference.status, 200, reference.text);
+      assert.equal(content, reference.body.choices[0].message.content, 'the victim got exactly its own answer');
+      const victimRow = await waitTasks({ address: victimAddress }, (r) => r[0]?.status === 'completed');
+      assert.equal(victimRow[0].outputSha256, sha256(content));
+      assert.equal(victimRow[0].deviceId, netDevice.id);
+
+      const afterCounts = await invalidEvents();
+      assert.ok(afterCounts.malformed - before.malformed >= 7, `malformed: ${JSON.stringify([before, afterCounts])}`);
+      assert.ok(afterCounts.foreign - before.foreign >= 4, `foreign: ${JSON.stringify([before, afterCounts])}`);
+      assert.ok(afterCounts.order - before.order >= 2, `out of order: ${JSON.stringify([before, afterCounts])}`);
+      assert.match(dispatcher.proc.output, /invalid event from device: ignored/);
+      assert.equal((await http('GET', `${dispatcher.url}/healthz`)).status, 200);
+    });
+
+    it('a malformed or oversized event about its own task fails that task explicitly; other tasks are untouched', async () => {
+      const before = await invalidEvents();
+      const prompt = 'a victim beside a malformed device';
+      const victim = new LiveStream(
+        `${api2.url}/v1/chat/completions`,
+        orgA.key,
+        chatBody(shared, prompt, { stream: true }),
+      );
+      const bad: [string, (own: string) => unknown][] = [
+        [
+          'task:delta',
+          (own) => ({ task_address: own, seq: 1, choices: [{ index: 0, content: 'x'.repeat(1_000_001) }] }),
+        ],
+        ['task:delta', (own) => ({ task_address: own, seq: '1', choices: 'x' })],
+        ['task:delta', (own) => ({ task_address: own, seq: 1, choices: [{ index: 99, content: 'x' }] })],
+        ['task:done', (own) => ({ task_address: own, seq: 1, finish_reasons: ['exploded'], usage: null })],
+        ['task:done', (own) => ({ task_address: own, seq: 1, finish_reasons: ['stop'], usage: { prompt_tokens: -1 } })],
+        ['task:error', (own) => ({ task_address: own, seq: 1, code: 'DROP TABLE', message: 'x' })],
+        ['task:error', (own) => ({ task_address: own, seq: 1, code: 'backend_error', message: 'm'.repeat(2_001) })],
+      ];
+      for (const [event, payload] of bad) {
+        const pending = chat(api1, orgB.key, rogueModel, `malformed ${event}`);
+        const own: string = (await nextAssignment()).task_address;
+        rogue.emit('task:delta', { task_address: own, seq: 0, choices: [{ index: 0, content: 'ok' }] });
+        rogue.emit(event, payload(own));
+        const res = await pending;
+        const what = `${event} ${JSON.stringify(payload(own)).slice(0, 120)}`;
+        assert.ok(res.status >= 500, `${what}: ${res.status} ${res.text}`);
+        assertOpenAIError(res, 502);
+        const row = (await waitTasks({ address: own }, (r) => r[0]?.status === 'failed', 10_000, what))[0];
+        assert.ok(row.errorCode, what);
+        assert.equal(row.outputSha256, sha256('ok'), `${what}: the hash of what was relayed`);
+      }
+      await victim.done;
+      assert.equal(victim.events.at(-1), '[DONE]', victim.text.slice(-300));
+      const reference = await chat(api1, orgB.key, shared, prompt);
+      assert.equal(sseContent(victim.events), reference.body.choices[0].message.content);
+      const afterCounts = await invalidEvents();
+      assert.ok(afterCounts.malformed - before.malformed >= bad.length, JSON.stringify([before, afterCounts]));
+    });
+
+    it('a device that stops sending for its task: the task ends timed_out (device_timeout), the client gets 504', async () => {
+      const pending = chat(api1, orgB.key, rogueModel, 'silence');
+      const assigned = await nextAssignment();
+      rogue.emit('task:delta', { task_address: assigned.task_address, seq: 0, choices: [{ index: 0, content: 'a' }] });
+      // seq 1 is never sent: every later event is dropped.
+      rogue.emit('task:done', { task_address: assigned.task_address, seq: 2, finish_reasons: ['stop'], usage: null });
+      const res = await pending;
+      assertOpenAIError(res, 504, 'device_timeout');
+      const row = await waitTasks({ address: assigned.task_address }, (r) => r[0]?.status === 'timed_out');
+      assert.equal(row[0].errorCode, 'device_timeout');
+    });
+
+    it('usage beyond what the database holds: the task still ends, as completed or as an invalid event', async () => {
+      const before = await invalidEvents();
+      const pending = chat(api1, orgB.key, rogueModel, 'huge usage');
+      const assigned = await nextAssignment();
+      const address: string = assigned.task_address;
+      rogue.emit('task:delta', { task_address: address, seq: 0, choices: [{ index: 0, content: 'ok' }] });
+      rogue.emit('task:done', {
+        task_address: address,
+        seq: 1,
+        finish_reasons: ['stop'],
+        usage: { prompt_tokens: 2 ** 31, completion_tokens: 2 ** 40, total_tokens: 2 ** 41 },
+      });
+      const res = await pending;
+      const row = (await waitTasks({ address }, (r) => ['completed', 'failed', 'timed_out'].includes(r[0]?.status)))[0];
+      const counted = (await invalidEvents()).malformed > before.malformed;
+      assert.ok(
+        (res.status === 200 && row.status === 'completed') || counted,
+        `neither stored nor rejected as invalid: the client got ${res.status} ${res.text}, the task ended ` +
+          `${row.status} ${row.errorCode}; dispatcher said:\n${dispatcher.proc.output
+            .split('\n')
+            .filter((l) => l.includes(address) || l.includes('"level":50'))
+            .slice(-5)
+            .join('\n')}`,
+      );
+    });
+
+    it('a device that never acknowledges is not handed the same task again (no ack: "back for another device")', async () => {
+      const model = uniq('no-ack');
+      await db().model.create({ data: { id: model } });
+      await db().orgModel.create({ data: { orgId: orgB.org.id, modelId: model } });
+      const silent = await createDevice();
+      secrets.push(silent.token);
+      const fake = await FakeDevice.connect(dispatcher.url, silent.token, [model], { ack: false });
+      try {
+        const pending = chat(api1, orgB.key, model, 'nobody acknowledges');
+        const first = await fake.nextAssignment();
+        // Two and a half acknowledgement timeouts (ASSIGN_ACK_TIMEOUT_MS=2000 here).
+        await sleep(5_000);
+        const again = fake.assignments.filter((a) => a.payload.task_address === first.task_address).length;
+        // Another device takes it.
+        const healthy = await createDevice();
+        secrets.push(healthy.token);
+        devices.push(await startDevice(dispatcher.url, healthy.token, { models: [model], tokens: 3 }));
+        const res = await pending;
+        assert.equal(
+          again,
+          0,
+          `the device that did not acknowledge got the task ${again} more time(s); the client got ${res.status} ${res.text}`,
+        );
+        assert.equal(res.status, 200, res.text);
+        const row = (await waitTasks({ address: first.task_address }, (r) => r[0]?.status === 'completed'))[0];
+        assert.equal(row.attempts, 2);
+      } finally {
+        fake.close();
+      }
+    });
+
+    it('an event over the 2 MiB frame limit drops the connection; the task it held fails explicitly', async () => {
+      const pending = chat(api1, orgB.key, rogueModel, 'oversized frame');
+      const assigned = await nextAssignment();
+      const address: string = assigned.task_address;
+      rogue.emit('task:delta', { task_address: address, seq: 0, choices: [{ index: 0, content: 'partial' }] });
+      await waitStatus(orgB.org.id, 'streaming');
+      const disconnected = new Promise<string>((resolve) => rogue.once('disconnect', resolve));
+      rogue.emit('task:delta', {
+        task_address: address,
+        seq: 1,
+        choices: [
+          { index: 0, content: 'y'.repeat(900_000) },
+          { index: 1, content: 'z'.repeat(1_400_000) },
+        ],
+      });
+      await disconnected;
+      const res = await pending;
+      assertOpenAIError(res, 502, 'device_disconnected');
+      const row = (await waitTasks({ address }, (r) => r[0]?.status === 'failed'))[0];
+      assert.equal(row.errorCode, 'device_disconnected');
+      assert.equal(row.outputSha256, sha256('partial'));
+      // The dispatcher is fine and serves the real devices.
+      const after = await chat(api2, orgA.key, shared, 'still serving');
+      assert.equal(after.status, 200, after.text);
+    });
+  });
+
+  describe('secrets', () => {
+    it('keys and device tokens never appear in any process output', async () => {
+      // One more round of everything that logs: requests, a failed authentication, a device connect.
+      assert.equal((await chat(api1, orgA.key, shared, 'log me')).status, 200);
+      await jsonHttp('GET', `${api2.url}/v1/models`, undefined, {
+        headers: bearer(netDevice.token),
+        localAddress: from,
+      });
+      await handshake({ token: orgB.key, protocol: 1 });
+      await sleep(300);
+      const outputs: [string, string][] = [
+        ['api1', api1.proc.output],
+        ['api2', api2.proc.output],
+        ['dispatcher', dispatcher.proc.output],
+        ...devices.map((d, i): [string, string] => [`device ${i}`, d.output]),
+      ];
+      assert.ok(outputs.every(([, out]) => out.length > 0));
+      for (const [name, out] of outputs) {
+        for (const secret of secrets) {
+          assert.ok(!out.includes(secret), `${name} printed a secret (${secret.slice(0, 7)}…)`);
+        }
+        assert.doesNotMatch(out, /sy_[0-9A-Za-z]{32,}/, `${name} printed something shaped like an API key`);
+        assert.doesNotMatch(out, /syd_[0-9A-Za-z]{32,}/, `${name} printed something shaped like a device token`);
+      }
+    });
+  });
+});

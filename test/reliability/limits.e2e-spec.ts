@@ -1,0 +1,459 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { cli, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import {
+  adminAuth,
+  assertOllamaError,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  jsonHttp,
+  loopbackAddress,
+  startApi,
+  startDevice,
+  startDispatcher,
+  stopAll,
+  waitStatus,
+} from './helpers';
+
+/**
+ * Organization limits (rpm, concurrency, queued per model), enforced across api instances, and the
+ * request caps (body size, messages, characters, max tokens, stream duration, failed authentications).
+ */
+describe('limits and request caps', () => {
+  let apiA: Api;
+  let apiB: Api;
+  /** An api with small caps, also the dedicated instance of the failed-authentication test. */
+  let caps: Api;
+  let dispatcher: Dispatcher;
+  const devices: Proc[] = [];
+  const fast = uniq('fast');
+  const clamped = uniq('clamped');
+  const slow = uniq('slow');
+  const streamer = uniq('streamer');
+
+  const BODY_LIMIT = 2048;
+  const MAX_MESSAGES = 3;
+  const MAX_INPUT_CHARS = 200;
+  const MAX_STREAM_MS = 1500;
+
+  before(async () => {
+    [apiA, apiB, caps, dispatcher] = await Promise.all([
+      startApi(),
+      startApi(),
+      startApi({
+        BODY_LIMIT_BYTES: String(BODY_LIMIT),
+        MAX_MESSAGES: String(MAX_MESSAGES),
+        MAX_INPUT_CHARS: String(MAX_INPUT_CHARS),
+        MAX_STREAM_MS: String(MAX_STREAM_MS),
+      }),
+      startDispatcher(),
+    ]);
+    await db().model.create({ data: { id: clamped, maxOutputTokens: 3 } });
+    const tokens = await Promise.all([createDevice(), createDevice(), createDevice()]);
+    devices.push(
+      ...(await Promise.all([
+        startDevice(dispatcher.url, tokens[0].token, { models: [fast, clamped], tokens: 8 }),
+        startDevice(dispatcher.url, tokens[1].token, { models: [slow], ttftMs: 1_500, tokens: 3 }),
+        startDevice(dispatcher.url, tokens[2].token, { models: [streamer], tokensPerSecond: 4, tokens: 40 }),
+      ])),
+    );
+  });
+
+  after(async () => {
+    await stopAll(devices, [apiA, apiB, caps, dispatcher].filter(Boolean));
+    await closeDb();
+  });
+
+  const chat = (api: Api, key: string, model: string, content = 'hello', extra: Record<string, unknown> = {}) =>
+    http('POST', `${api.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(model, content, extra) });
+
+  const taskCount = (orgId: string) => db().task.count({ where: { orgId } });
+
+  async function setLimits(org: string, limits: Record<string, number | null>) {
+    const res = await http('PATCH', `${apiA.url}/admin/orgs/${org}`, { headers: adminAuth, body: limits });
+    assert.equal(res.status, 200, res.text);
+    return res.body;
+  }
+
+  describe('requests per minute', () => {
+    it('--rpm 3: the 4th request in the minute gets 429 rate_limit_exceeded with OpenAI headers, across two apis', async () => {
+      const tenant = await createTenant([fast]);
+      await setLimits(tenant.org.name, { rpm: 3 });
+      const remaining: string[] = [];
+      for (const [i, api] of [apiA, apiB, apiA].entries()) {
+        const res = await chat(api, tenant.key, fast, `request ${i}`);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.headers.get('x-ratelimit-limit-requests'), '3');
+        assert.match(res.headers.get('x-ratelimit-reset-requests') ?? '', /^\d+s$/);
+        remaining.push(res.headers.get('x-ratelimit-remaining-requests') ?? '');
+      }
+      assert.deepEqual(remaining, ['2', '1', '0']);
+
+      const refused = await chat(apiB, tenant.key, fast, 'one too many');
+      const error = assertOpenAIError(refused, 429, 'rate_limit_exceeded', null);
+      assert.match(error.message, /3 requests per minute/);
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `retry-after ${retryAfter}`);
+      assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '3');
+      assert.equal(refused.headers.get('x-ratelimit-remaining-requests'), '0');
+
+      // The other instance refuses too, and the Ollama route answers in its own shape.
+      assertOpenAIError(await chat(apiA, tenant.key, fast, 'again'), 429, 'rate_limit_exceeded');
+      const ollama = await http('POST', `${apiB.url}/api/chat`, {
+        headers: bearer(tenant.key),
+        body: { model: fast, stream: false, messages: [{ role: 'user', content: 'hi' }] },
+      });
+      assertOllamaError(ollama, 429);
+      assert.ok(Number(ollama.headers.get('retry-after')) >= 1);
+      assert.equal(await taskCount(tenant.org.id), 3, '429s wrote no task row');
+    });
+
+    it('a burst across two apis: exactly rpm requests get through (the count is atomic in Redis)', async () => {
+      const tenant = await createTenant([fast]);
+      await setLimits(tenant.org.name, { rpm: 5 });
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => chat(i % 2 === 0 ? apiA : apiB, tenant.key, fast, `burst ${i}`)),
+      );
+      const statuses = results.map((r) => r.status).sort();
+      assert.deepEqual(statuses, [...Array(5).fill(200), ...Array(7).fill(429)], JSON.stringify(statuses));
+      for (const res of results.filter((r) => r.status === 429)) {
+        assertOpenAIError(res, 429, 'rate_limit_exceeded');
+      }
+      assert.equal(await taskCount(tenant.org.id), 5);
+    });
+
+    it('an org without limits gets no rate-limit headers', async () => {
+      const tenant = await createTenant([fast]);
+      const res = await chat(apiA, tenant.key, fast);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers.get('x-ratelimit-limit-requests'), null);
+    });
+  });
+
+  describe('concurrent requests', () => {
+    it('--concurrency 1: a second request while one runs gets 429; once it ended, requests are accepted again', async () => {
+      const tenant = await createTenant([slow]);
+      await setLimits(tenant.org.name, { concurrency: 1 });
+      const first = chat(apiA, tenant.key, slow, 'first');
+      await waitStatus(tenant.org.id, 'assigned');
+      const second = await chat(apiB, tenant.key, slow, 'second');
+      const error = assertOpenAIError(second, 429, 'rate_limit_exceeded', null);
+      assert.match(error.message, /concurrent/);
+      assert.ok(Number(second.headers.get('retry-after')) >= 1, 'Retry-After');
+      assert.equal(await taskCount(tenant.org.id), 1, 'the 429 wrote no task row');
+      assert.equal((await first).status, 200);
+      const third = await chat(apiB, tenant.key, slow, 'third');
+      assert.equal(third.status, 200, third.text);
+    });
+  });
+
+  describe('concurrent requests (burst)', () => {
+    it('--concurrency 2 and a burst across two apis: exactly two are taken, the rest get 429', async () => {
+      const tenant = await createTenant([slow]);
+      await setLimits(tenant.org.name, { concurrency: 2 });
+      const results = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => chat(i % 2 === 0 ? apiA : apiB, tenant.key, slow, `burst ${i}`)),
+      );
+      const statuses = results.map((r) => r.status).sort();
+      assert.deepEqual(statuses, [200, 200, 429, 429, 429, 429], JSON.stringify(statuses));
+      assert.equal(await taskCount(tenant.org.id), 2);
+    });
+  });
+
+  describe('queued requests per model', () => {
+    it('--max-queued 1 with the device busy: the first queues, the second gets 429, other orgs are unaffected', async () => {
+      const limited = await createTenant([slow]);
+      const other = await createTenant([slow]);
+      await setLimits(limited.org.name, { max_queued: 1 });
+      const busy = chat(apiA, other.key, slow, 'occupies the device');
+      await waitStatus(other.org.id, 'assigned');
+      const queued = chat(apiA, limited.key, slow, 'waits in the queue');
+      await waitStatus(limited.org.id, 'queued');
+      const refused = await chat(apiB, limited.key, slow, 'one too many in the queue');
+      const error = assertOpenAIError(refused, 429, 'rate_limit_exceeded', null);
+      assert.match(error.message, /queued/);
+      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+      assert.equal(await taskCount(limited.org.id), 1, 'the 429 wrote no task row');
+      // Another organization still queues behind it.
+      const otherQueued = chat(apiB, other.key, slow, 'another org queues too');
+      const results = await Promise.all([busy, queued, otherQueued]);
+      for (const res of results) {
+        assert.equal(res.status, 200, res.text);
+      }
+      // Its slot was released when a device took the job: the org may queue again.
+      const again = await chat(apiA, limited.key, slow, 'queues again');
+      assert.equal(again.status, 200, again.text);
+    });
+  });
+
+  describe('request caps', () => {
+    let tenant: Tenant;
+    before(async () => {
+      tenant = await createTenant([fast, clamped, streamer]);
+    });
+
+    it(`a body over BODY_LIMIT_BYTES gets 413 request_too_large in each route family's shape`, async () => {
+      const big = 'x'.repeat(BODY_LIMIT + 100);
+      const openai = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: chatBody(fast, big),
+      });
+      assertOpenAIError(openai, 413, 'request_too_large');
+      const admin = await http('POST', `${caps.url}/admin/orgs`, { headers: adminAuth, body: { name: big } });
+      assertOpenAIError(admin, 413, 'request_too_large');
+      const ollama = await http('POST', `${caps.url}/api/chat`, {
+        headers: bearer(tenant.key),
+        body: { model: fast, messages: [{ role: 'user', content: big }] },
+      });
+      assertOllamaError(ollama, 413);
+      assert.equal(await taskCount(tenant.org.id), 0);
+    });
+
+    it('more than MAX_MESSAGES messages: 400 invalid_request with param messages', async () => {
+      const messages = Array.from({ length: MAX_MESSAGES + 1 }, (_, i) => ({ role: 'user', content: `m${i}` }));
+      const res = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: { model: fast, messages },
+      });
+      assertOpenAIError(res, 400, 'invalid_request', 'messages');
+      const ollama = await http('POST', `${caps.url}/api/chat`, {
+        headers: bearer(tenant.key),
+        body: { model: fast, stream: false, messages },
+      });
+      assertOllamaError(ollama, 400);
+      const ok = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: { model: fast, messages: messages.slice(0, MAX_MESSAGES) },
+      });
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal(await taskCount(tenant.org.id), 1);
+    });
+
+    it('more than MAX_INPUT_CHARS characters of content: 400 invalid_request with param messages', async () => {
+      const over = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: {
+          model: fast,
+          messages: [
+            { role: 'system', content: 'a'.repeat(MAX_INPUT_CHARS / 2) },
+            { role: 'user', content: [{ type: 'text', text: 'b'.repeat(MAX_INPUT_CHARS / 2 + 1) }] },
+          ],
+        },
+      });
+      assertOpenAIError(over, 400, 'invalid_request', 'messages');
+      const before = await taskCount(tenant.org.id);
+      const exact = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: chatBody(fast, 'c'.repeat(MAX_INPUT_CHARS)),
+      });
+      assert.equal(exact.status, 200, exact.text);
+      assert.equal(await taskCount(tenant.org.id), before + 1);
+    });
+
+    it('over MAX_STREAM_MS with a slow device: 504 stream_timeout and the task ends timed_out', async () => {
+      const res = await http('POST', `${caps.url}/v1/chat/completions`, {
+        headers: bearer(tenant.key),
+        body: chatBody(streamer, 'a slow answer'),
+      });
+      assertOpenAIError(res, 504, 'stream_timeout');
+      const task = await waitStatus(tenant.org.id, 'timed_out');
+      assert.equal(task.errorCode, 'stream_timeout');
+      assert.ok(task.finishedAt);
+
+      // Streamed: the error arrives as an event after the output so far, with no [DONE].
+      const sse = await fetch(`${caps.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...bearer(tenant.key), 'content-type': 'application/json' },
+        body: JSON.stringify(chatBody(streamer, 'a slow stream', { stream: true })),
+      });
+      assert.equal(sse.status, 200);
+      const text = await sse.text();
+      const last = JSON.parse(text.trim().split('\n').filter(Boolean).at(-1)!.slice('data: '.length));
+      assert.equal(last.error.code, 'stream_timeout', text);
+      assert.equal(last.error.type, 'server_error');
+      assert.doesNotMatch(text, /\[DONE\]/);
+      const rows = await db().task.findMany({ where: { orgId: tenant.org.id, modelId: streamer } });
+      await Promise.all(
+        rows.map(async (row) => {
+          for (let i = 0; i < 100 && row.status !== 'timed_out'; i++) {
+            await sleep(50);
+            row = await db().task.findUniqueOrThrow({ where: { id: row.id } });
+          }
+          assert.equal(row.status, 'timed_out');
+          assert.equal(row.errorCode, 'stream_timeout');
+        }),
+      );
+    });
+
+    it("max tokens are clamped to the model's max_output_tokens, without an error", async () => {
+      for (const extra of [{ max_tokens: 100 }, { max_completion_tokens: 50 }, {}]) {
+        const res = await chat(apiA, tenant.key, clamped, 'a long answer please', extra);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.body.choices[0].finish_reason, 'length', JSON.stringify(extra));
+        assert.equal(res.body.usage.completion_tokens, 3, JSON.stringify(extra));
+      }
+      const smaller = await chat(apiA, tenant.key, clamped, 'short', { max_tokens: 2 });
+      assert.equal(smaller.body.usage.completion_tokens, 2, 'a smaller limit is kept');
+      // A model without max_output_tokens is not clamped.
+      const free = await chat(apiA, tenant.key, fast, 'a long answer please', { max_tokens: 100 });
+      assert.equal(free.body.usage.completion_tokens, 8);
+      assert.equal(free.body.choices[0].finish_reason, 'stop');
+    });
+  });
+
+  describe('failed authentications', () => {
+    it('30 failed authentications from one address: the next request gets 429, even with a valid key', async () => {
+      const tenant = await createTenant([fast]);
+      const from = loopbackAddress();
+      const url = `${caps.url}/v1/models`;
+      const bad = 'sy_' + 'Z'.repeat(40);
+      for (let i = 0; i < 30; i++) {
+        const res = await jsonHttp('GET', url, undefined, { headers: bearer(bad), localAddress: from });
+        assertOpenAIError(res, 401, 'invalid_api_key');
+      }
+      const blocked = await jsonHttp('GET', url, undefined, { headers: bearer(bad), localAddress: from });
+      const error = assertOpenAIError(blocked, 429, 'rate_limit_exceeded');
+      assert.match(error.message, /failed authentications/);
+      const retryAfter = Number(blocked.headers['retry-after']);
+      assert.ok(retryAfter >= 1 && retryAfter <= 60, `retry-after ${retryAfter}`);
+      const valid = await jsonHttp('POST', `${caps.url}/v1/chat/completions`, chatBody(fast, 'hi'), {
+        headers: bearer(tenant.key),
+        localAddress: from,
+      });
+      assertOpenAIError(valid, 429, 'rate_limit_exceeded');
+      const viaApiKeyHeader = await jsonHttp('GET', url, undefined, {
+        headers: { 'x-api-key': tenant.key },
+        localAddress: from,
+      });
+      assertOpenAIError(viaApiKeyHeader, 429, 'rate_limit_exceeded');
+      assert.equal(await taskCount(tenant.org.id), 0);
+      // The count is per address: another address with the valid key is served, on every instance.
+      for (const api of [caps, apiA]) {
+        const res = await jsonHttp('GET', `${api.url}/v1/models`, undefined, {
+          headers: bearer(tenant.key),
+          localAddress: loopbackAddress(),
+        });
+        assert.equal(res.status, 200, res.text);
+      }
+      // Shared by the instances: the other api refuses the blocked address too.
+      const elsewhere = await jsonHttp('GET', `${apiB.url}/v1/models`, undefined, {
+        headers: bearer(tenant.key),
+        localAddress: from,
+      });
+      assertOpenAIError(elsewhere, 429, 'rate_limit_exceeded');
+      // Public routes stay open to it.
+      const health = await jsonHttp('GET', `${caps.url}/healthz`, undefined, { localAddress: from });
+      assert.equal(health.status, 200);
+    });
+  });
+
+  describe('setting limits', () => {
+    const row = async (name: string) =>
+      db().organization.findUniqueOrThrow({
+        where: { name },
+        select: { rpmLimit: true, concurrencyLimit: true, maxQueued: true },
+      });
+
+    it('CLI `org limits` sets, shows and clears limits (`none`)', async () => {
+      const { org } = await createTenant();
+      const set = await cli([
+        '--json',
+        'org',
+        'limits',
+        org.name,
+        '--rpm',
+        '5',
+        '--concurrency',
+        '2',
+        '--max-queued',
+        '7',
+      ]);
+      assert.equal(set.code, 0, set.stderr);
+      assert.deepEqual(JSON.parse(set.stdout).limits, { rpm: 5, concurrency: 2, max_queued: 7 });
+      assert.deepEqual(await row(org.name), { rpmLimit: 5, concurrencyLimit: 2, maxQueued: 7 });
+
+      const show = await cli(['--json', 'org', 'limits', org.name]);
+      assert.equal(show.code, 0, show.stderr);
+      assert.deepEqual(JSON.parse(show.stdout).limits, { rpm: 5, concurrency: 2, max_queued: 7 });
+      const human = await cli(['org', 'limits', org.name]);
+      assert.equal(human.code, 0, human.stderr);
+      assert.match(human.stdout, /limits/);
+
+      const cleared = await cli(['--json', 'org', 'limits', org.name, '--rpm', 'none']);
+      assert.equal(cleared.code, 0, cleared.stderr);
+      assert.deepEqual(JSON.parse(cleared.stdout).limits, { rpm: null, concurrency: 2, max_queued: 7 });
+      const all = await cli(['--json', 'org', 'limits', org.name, '--concurrency', 'none', '--max-queued', 'none']);
+      assert.equal(all.code, 0, all.stderr);
+      assert.deepEqual(JSON.parse(all.stdout).limits, { rpm: null, concurrency: null, max_queued: null });
+      assert.deepEqual(await row(org.name), { rpmLimit: null, concurrencyLimit: null, maxQueued: null });
+
+      for (const bad of [
+        ['--rpm', '-3'],
+        ['--rpm', 'abc'],
+        ['--concurrency', '1.5'],
+      ]) {
+        const res = await cli(['org', 'limits', org.name, ...bad]);
+        assert.notEqual(res.code, 0, `${bad.join(' ')} was accepted: ${res.stdout}`);
+      }
+      const missing = await cli(['org', 'limits', uniq('no-such-org'), '--rpm', '3']);
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /org_not_found/);
+      assert.deepEqual(await row(org.name), { rpmLimit: null, concurrencyLimit: null, maxQueued: null });
+    });
+
+    it('a limit set with the CLI is enforced, and removing it lifts it', async () => {
+      const tenant = await createTenant([fast]);
+      assert.equal((await cli(['org', 'limits', tenant.org.name, '--rpm', '1'])).code, 0);
+      assert.equal((await chat(apiA, tenant.key, fast)).status, 200);
+      assertOpenAIError(await chat(apiB, tenant.key, fast), 429, 'rate_limit_exceeded');
+      assert.equal((await cli(['org', 'limits', tenant.org.name, '--rpm', 'none'])).code, 0);
+      // Limits are read with the key, cached for 500 ms per instance.
+      await sleep(700);
+      const res = await chat(apiB, tenant.key, fast);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers.get('x-ratelimit-limit-requests'), null);
+    });
+
+    it('PATCH /admin/orgs/{org} sets and clears limits; invalid values change nothing', async () => {
+      const { org } = await createTenant();
+      const url = `${apiA.url}/admin/orgs/${org.name}`;
+      const set = await http('PATCH', url, { headers: adminAuth, body: { rpm: 10, concurrency: 3, max_queued: 4 } });
+      assert.equal(set.status, 200, set.text);
+      assert.deepEqual(set.body, { id: org.id, name: org.name, limits: { rpm: 10, concurrency: 3, max_queued: 4 } });
+      const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });
+      assert.deepEqual(partial.body.limits, { rpm: 10, concurrency: null, max_queued: 4 });
+      const empty = await http('PATCH', url, { headers: adminAuth, body: {} });
+      assert.equal(empty.status, 200, empty.text);
+      assert.deepEqual(empty.body.limits, { rpm: 10, concurrency: null, max_queued: 4 });
+
+      const invalid: unknown[] = [
+        { rpm: 0 },
+        { rpm: -1 },
+        { rpm: 1.5 },
+        { rpm: '5' },
+        { rpm: 1e10 },
+        { concurrency: true },
+        { max_queued: [] },
+        { extra: 1 },
+        [],
+        'rpm',
+      ];
+      for (const body of invalid) {
+        const res = await http('PATCH', url, { headers: adminAuth, body });
+        assertOpenAIError(res, 400, 'invalid_request');
+      }
+      assert.deepEqual(await row(org.name), { rpmLimit: 10, concurrencyLimit: null, maxQueued: 4 });
+      assertOpenAIError(
+        await http('PATCH', `${apiA.url}/admin/orgs/${uniq('nope')}`, { headers: adminAuth, body: { rpm: 1 } }),
+        404,
+        'org_not_found',
+      );
+      assertOpenAIError(await http('PATCH', url, { body: { rpm: 1 } }), 401, 'invalid_admin_token');
+      const cleared = await http('PATCH', url, { headers: adminAuth, body: { rpm: null, max_queued: null } });
+      assert.deepEqual(cleared.body.limits, { rpm: null, concurrency: null, max_queued: null });
+      assert.deepEqual(await row(org.name), { rpmLimit: null, concurrencyLimit: null, maxQueued: null });
+    });
+  });
+});

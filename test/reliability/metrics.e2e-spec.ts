@@ -1,0 +1,335 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { queueName } from '@app/common';
+import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import {
+  LiveStream,
+  adminAuth,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  eventually,
+  jsonHttp,
+  loopbackAddress,
+  metricValue,
+  sseContent,
+  startApi,
+  startDevice,
+  startDispatcher,
+  stopAll,
+  waitStatus,
+  waitTasks,
+} from './helpers';
+
+/** Waits for a process to exit on its own (no SIGKILL) and returns its exit code and how long it took. */
+async function exitOf(
+  proc: Proc,
+  timeoutMs: number,
+): Promise<{ code: number | null; signal: string | null; ms: number }> {
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([
+    proc.exited,
+    new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs))),
+  ]);
+  clearTimeout(timer);
+  if (code === 'timeout') {
+    await proc.stop('SIGKILL');
+    assert.fail(`the process did not exit within ${timeoutMs} ms of SIGTERM; output:\n${proc.output.slice(-3000)}`);
+  }
+  return { code, signal: proc.child.signalCode, ms: Date.now() - started };
+}
+
+/** Every line of a Prometheus text exposition is a comment or `name{labels} value`. */
+function assertPrometheusText(text: string): void {
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) {
+      continue;
+    }
+    assert.match(
+      line,
+      /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?([0-9.e+-]+|NaN|\+Inf|-Inf)$/,
+      `not Prometheus text: ${line}`,
+    );
+  }
+}
+
+/** Metrics, request ids in logs, and graceful shutdown of api and dispatcher. */
+describe('observability and graceful shutdown', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  const devices: Proc[] = [];
+  const extraServers: { proc: Proc }[] = [];
+  const model = uniq('metered');
+  const slowModel = uniq('slow');
+  let tenant: Tenant;
+
+  before(async () => {
+    [api, dispatcher] = await Promise.all([startApi(), startDispatcher({ LOG_LEVEL: 'info' })]);
+    tenant = await createTenant([model, slowModel]);
+    const [d1, d2] = await Promise.all([createDevice(), createDevice()]);
+    devices.push(
+      ...(await Promise.all([
+        startDevice(dispatcher.url, d1.token, { models: [model], tokensPerSecond: 50, tokens: 6 }),
+        startDevice(dispatcher.url, d2.token, { models: [slowModel], ttftMs: 1_500, tokens: 2 }),
+      ])),
+    );
+  });
+
+  after(async () => {
+    await stopAll(devices, [api, dispatcher, ...extraServers].filter(Boolean));
+    await closeDb();
+  });
+
+  const chat = (key: string, m: string, content = 'hello', extra: Record<string, unknown> = {}, a: Api = api) =>
+    http('POST', `${a.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(m, content, extra) });
+
+  describe('GET /metrics', () => {
+    it('the api and the dispatcher expose the documented series after ok, 4xx, 429 and streamed requests', async () => {
+      assert.equal((await chat(tenant.key, model, 'plain')).status, 200);
+      const stream = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, 'streamed', { stream: true }),
+      );
+      await stream.done;
+      assert.equal(stream.events.at(-1), '[DONE]');
+      assertOpenAIError(await chat(tenant.key, model, 'x', { temperature: 9 }), 400, 'invalid_request');
+      assertOpenAIError(await http('GET', `${api.url}/v1/nope`, { headers: bearer(tenant.key) }), 404, 'unknown_url');
+      assertOpenAIError(
+        await jsonHttp('GET', `${api.url}/v1/models`, undefined, {
+          headers: bearer('sy_' + 'N'.repeat(40)),
+          localAddress: loopbackAddress(),
+        }),
+        401,
+        'invalid_api_key',
+      );
+      const limited = await createTenant([model]);
+      await http('PATCH', `${api.url}/admin/orgs/${limited.org.name}`, { headers: adminAuth, body: { rpm: 1 } });
+      assert.equal((await chat(limited.key, model)).status, 200);
+      assertOpenAIError(await chat(limited.key, model), 429, 'rate_limit_exceeded');
+
+      const res = await http('GET', `${api.url}/metrics`);
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+      const text = res.text;
+      assertPrometheusText(text);
+      const requests = (status: string) =>
+        metricValue(text, 'switchyard_http_requests_total', { route: '/v1/chat/completions', status });
+      assert.ok(requests('200') >= 3, `200s: ${requests('200')}`);
+      assert.ok(requests('400') >= 1);
+      assert.ok(requests('429') >= 1);
+      assert.ok(metricValue(text, 'switchyard_http_requests_total', { route: '/v1/models', status: '401' }) >= 1);
+      assert.ok(metricValue(text, 'switchyard_http_requests_total', { status: '404' }) >= 1);
+      assert.match(text, /switchyard_http_requests_total\{[^}]*method="POST"/);
+      assert.ok(metricValue(text, 'switchyard_queue_wait_seconds_count', { model }) >= 3);
+      assert.match(
+        text,
+        new RegExp(
+          `switchyard_queue_wait_seconds_bucket\\{[^}]*le="\\+Inf"[^}]*model="${model}"|switchyard_queue_wait_seconds_bucket\\{[^}]*model="${model}"[^}]*le="\\+Inf"`,
+        ),
+      );
+      assert.ok(metricValue(text, 'switchyard_time_to_first_token_seconds_count', { model, api: 'openai' }) >= 3);
+      assert.ok(metricValue(text, 'switchyard_tokens_per_second_count', { model }) >= 1);
+      assert.ok(metricValue(text, 'switchyard_tasks_total', { outcome: 'completed', api: 'openai' }) >= 3);
+      assert.ok(metricValue(text, 'switchyard_rate_limit_rejections_total', { kind: 'rpm' }) >= 1);
+
+      const d = await http('GET', `${dispatcher.url}/metrics`);
+      assert.equal(d.status, 200);
+      assertPrometheusText(d.text);
+      assert.equal(metricValue(d.text, 'switchyard_devices_online', { model, pool: 'network' }), 1);
+      assert.equal(metricValue(d.text, 'switchyard_devices_online', { model: slowModel, pool: 'network' }), 1);
+      assert.ok(metricValue(d.text, 'switchyard_devices_connected') >= 2);
+      assert.ok(metricValue(d.text, 'switchyard_queue_depth', { queue: queueName(model, 'network') }) >= 0);
+      assert.ok(metricValue(d.text, 'switchyard_assignments_total', { result: 'accepted' }) >= 3);
+      assert.ok(metricValue(d.text, 'switchyard_dispatcher_tasks_total', { outcome: 'completed' }) >= 3);
+      assert.match(d.text, /# TYPE switchyard_device_invalid_events_total counter/);
+    });
+
+    it('switchyard_queue_depth counts the jobs waiting for a busy device', async () => {
+      const queue = queueName(slowModel, 'network');
+      const pending = [chat(tenant.key, slowModel, 'one'), chat(tenant.key, slowModel, 'two')];
+      await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: slowModel });
+      pending.push(chat(tenant.key, slowModel, 'three'));
+      await waitTasks(
+        { orgId: tenant.org.id, modelId: slowModel, status: 'queued' },
+        (rows) => rows.length === 2,
+        15_000,
+        'two queued tasks',
+      );
+      await eventually(
+        async () =>
+          metricValue((await http('GET', `${dispatcher.url}/metrics`)).text, 'switchyard_queue_depth', { queue }) === 2,
+        10_000,
+        'queue depth 2',
+      );
+      for (const res of await Promise.all(pending)) {
+        assert.equal(res.status, 200, res.text);
+      }
+      const text = (await http('GET', `${dispatcher.url}/metrics`)).text;
+      assert.equal(metricValue(text, 'switchyard_queue_depth', { queue }), 0);
+    });
+  });
+
+  describe('request ids', () => {
+    it("a caller's x-request-id comes back and is in the dispatcher's log line for the task", async () => {
+      const requestId = uniq('rel-req');
+      const res = await http('POST', `${api.url}/v1/chat/completions`, {
+        headers: { ...bearer(tenant.key), 'x-request-id': requestId },
+        body: chatBody(model, 'follow me'),
+      });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers.get('x-request-id'), requestId);
+      const address: string = res.body.task_address;
+      await dispatcher.proc.waitFor(
+        new RegExp(`"task":"${address}".*"requestId":"${requestId}"|"requestId":"${requestId}".*"task":"${address}"`),
+      );
+      const lines = dispatcher.proc.output.split('\n').filter((l) => l.includes(requestId));
+      for (const line of lines) {
+        assert.equal(JSON.parse(line).requestId, requestId, 'a structured JSON log line');
+      }
+      // A request id that is not sane is replaced by a fresh one.
+      const bad = await http('GET', `${api.url}/healthz`, { headers: { 'x-request-id': 'bad id with spaces' } });
+      assert.match(bad.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+    });
+
+    it('the request id follows the task to the device log', async () => {
+      const requestId = uniq('rel-dev');
+      const res = await http('POST', `${api.url}/v1/chat/completions`, {
+        headers: { ...bearer(tenant.key), 'x-request-id': requestId },
+        body: chatBody(model, 'follow me to the device'),
+      });
+      assert.equal(res.status, 200, res.text);
+      const address: string = res.body.task_address;
+      const device = devices[0];
+      await device.waitFor(new RegExp(`"task_address":"${address}"`));
+      const line = device.output.split('\n').find((l) => l.includes(address) && l.includes('task finished'));
+      assert.ok(line, `no task line for ${address}`);
+      assert.equal(JSON.parse(line).request_id ?? JSON.parse(line).requestId, requestId, `device log line: ${line}`);
+    });
+  });
+
+  describe('graceful shutdown', () => {
+    let streamer: string;
+    before(async () => {
+      streamer = uniq('streamer');
+      await db().model.create({ data: { id: streamer } });
+      await http('PUT', `${api.url}/admin/orgs/${tenant.org.name}/models/${streamer}`, { headers: adminAuth });
+      const d = await createDevice();
+      devices.push(await startDevice(dispatcher.url, d.token, { models: [streamer], tokensPerSecond: 8, tokens: 24 }));
+    });
+
+    it('SIGTERM on the api during a stream: the stream finishes within SHUTDOWN_GRACE_MS and the api exits 0', async () => {
+      const draining = await startApi({ SHUTDOWN_GRACE_MS: '15000' });
+      extraServers.push(draining);
+      const prompt = 'finish me please';
+      const stream = new LiveStream(
+        `${draining.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(streamer, prompt, { stream: true }),
+      );
+      await stream.waitFor(/"content":"[^"]+"/);
+      draining.proc.child.kill('SIGTERM');
+      await stream.done;
+      assert.equal(stream.status, 200);
+      assert.equal(stream.events.at(-1), '[DONE]', stream.text.slice(-300));
+      const exit = await exitOf(draining.proc, 20_000);
+      assert.equal(exit.code, 0, draining.proc.output.slice(-2000));
+      const reference = await chat(tenant.key, streamer, prompt);
+      assert.equal(sseContent(stream.events), reference.body.choices[0].message.content);
+      const row = await waitTasks({ address: stream.events[0].task_address }, (r) => r[0]?.status === 'completed');
+      assert.equal(row[0].finishReason, 'stop');
+    });
+
+    it('SIGTERM on the api with SHUTDOWN_GRACE_MS=1000 and a longer stream: an explicit server_shutdown error, rows end', async () => {
+      const hasty = await startApi({ SHUTDOWN_GRACE_MS: '1000' });
+      extraServers.push(hasty);
+      const stream = new LiveStream(
+        `${hasty.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(streamer, 'too long to wait for', { stream: true }),
+      );
+      await stream.waitFor(/"content":"[^"]+"/);
+      // A second request waits in the queue behind it (non-streamed).
+      const queued = chat(tenant.key, streamer, 'queued behind', {}, hasty);
+      await waitStatus(tenant.org.id, 'queued', 10_000, { modelId: streamer });
+      hasty.proc.child.kill('SIGTERM');
+      await stream.done;
+      const last = stream.events.at(-1);
+      assert.equal(last?.error?.code, 'server_shutdown', stream.text.slice(-500));
+      assert.ok(!stream.events.includes('[DONE]'));
+      assertOpenAIError(await queued, 503, 'server_shutdown');
+      const exit = await exitOf(hasty.proc, 15_000);
+      assert.equal(exit.code, 0, hasty.proc.output.slice(-2000));
+      const rows = await waitTasks(
+        { orgId: tenant.org.id, modelId: streamer, errorCode: 'server_shutdown' },
+        (r) => r.length === 2,
+      );
+      for (const row of rows) {
+        assert.equal(row.status, 'failed');
+        assert.ok(row.finishedAt);
+      }
+      // The device was told to stop and serves the next request at once.
+      const next = await chat(tenant.key, streamer, 'next one', { max_tokens: 2 });
+      assert.equal(next.status, 200, next.text);
+      // docs/api.md (Streaming): an error event's type is server_error for every status of 500 or more.
+      assert.equal(last.error.type, 'service_unavailable_error', `error event: ${JSON.stringify(last)}`);
+    });
+
+    it('SIGTERM on a dispatcher with devices connected: it exits 0 within the grace period; its tasks end', async () => {
+      const leaving = await startDispatcher({ SHUTDOWN_GRACE_MS: '2000' });
+      extraServers.push(leaving);
+      const longModel = uniq('long');
+      const waitModel = uniq('wait');
+      for (const id of [longModel, waitModel]) {
+        await db().model.create({ data: { id } });
+        await http('PUT', `${api.url}/admin/orgs/${tenant.org.name}/models/${id}`, { headers: adminAuth });
+      }
+      const [a, b] = await Promise.all([createDevice(), createDevice()]);
+      devices.push(
+        ...(await Promise.all([
+          startDevice(leaving.url, a.token, { models: [longModel], tokensPerSecond: 4, tokens: 60 }),
+          startDevice(leaving.url, b.token, { models: [waitModel], ttftMs: 60_000, tokens: 2 }),
+        ])),
+      );
+      const streaming = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(longModel, 'streams on', { stream: true }),
+      );
+      await streaming.waitFor(/"content":"[^"]+"/);
+      const assigned = chat(tenant.key, waitModel, 'no output yet');
+      await waitStatus(tenant.org.id, 'assigned', 10_000, { modelId: waitModel });
+      leaving.proc.child.kill('SIGTERM');
+      const exit = await exitOf(leaving.proc, 12_000);
+      assert.equal(exit.code, 0, leaving.proc.output.slice(-2000));
+      await streaming.done;
+      assert.equal(streaming.events.at(-1)?.error?.code, 'device_disconnected', streaming.text.slice(-400));
+      const streamed = (
+        await waitTasks({ address: streaming.events[0].task_address }, (r) => r[0]?.status === 'failed')
+      )[0];
+      assert.equal(streamed.errorCode, 'device_disconnected');
+      // The task without output went back to the queue; a device on the other dispatcher serves it.
+      const requeued = await waitStatus(tenant.org.id, 'queued', 10_000, { modelId: waitModel });
+      assert.equal(requeued.deviceId, null);
+      const c = await createDevice();
+      devices.push(await startDevice(dispatcher.url, c.token, { models: [waitModel], tokens: 2 }));
+      const res = await assigned;
+      assert.equal(res.status, 200, res.text);
+      const done = (await waitTasks({ address: res.body.task_address }, (r) => r[0]?.status === 'completed'))[0];
+      assert.equal(done.attempts, 2);
+    });
+  });
+
+  it('nothing is left non-terminal', async () => {
+    await sleep(100);
+    const open = await db().task.findMany({
+      where: { orgId: tenant.org.id, status: { in: ['queued', 'assigned', 'streaming'] } },
+    });
+    assert.deepEqual(
+      open.map((t) => [t.address, t.status]),
+      [],
+    );
+  });
+});

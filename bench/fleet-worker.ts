@@ -55,7 +55,7 @@ const send = (report: FleetReport) => process.send?.(report);
 /** Epoch milliseconds with sub-millisecond precision, comparable across processes of this machine. */
 const epochMs = () => performance.timeOrigin + performance.now();
 /** A storm of connections takes a while on a small machine; a probe that is not announced by then counts as failed. */
-const CONNECT_TIMEOUT_MS = 90_000;
+const CONNECT_TIMEOUT_MS = 60_000;
 const PROGRESS_EVERY_MS = 5_000;
 
 const agents: DeviceAgent[] = [];

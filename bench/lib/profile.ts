@@ -23,6 +23,9 @@ export interface ProfileSummary {
   file: string;
   /** Whether only the samples of the measured load were counted (else the whole process life). */
   window: boolean;
+  /** The counted span, in seconds from the start of the profile. */
+  fromS: number;
+  toS: number;
   /** Sampled wall time, and the part of it that was not idle. */
   totalMs: number;
   busyMs: number;
@@ -96,6 +99,9 @@ export function summarizeProfile(file: string, root: string, window?: Window, to
   return {
     file: relative(root, file),
     window: window !== undefined,
+    fromS: window ? Math.round((window.startUs - profile.startTime) / 1e5) / 10 : 0,
+    toS:
+      Math.round(((window ? Math.min(window.endUs, profile.endTime) : profile.endTime) - profile.startTime) / 1e5) / 10,
     totalMs: ms(total),
     busyMs: ms(busy),
     top: [...byFrame.entries()]

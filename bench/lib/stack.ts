@@ -137,8 +137,11 @@ export interface ProfileOptions {
   name: string;
 }
 
-export function nodeArgs(script: string, args: string[], profile?: ProfileOptions): string[] {
+export function nodeArgs(script: string, args: string[], profile?: ProfileOptions, collectable = false): string[] {
   const flags: string[] = [];
+  if (collectable) {
+    flags.push('--expose-gc', '--require', join(DIST, 'bench/lib/gc-signal.js'));
+  }
   if (profile) {
     mkdirSync(profile.dir, { recursive: true });
     // clean-exit.js turns the re-raised SIGTERM of Nest's shutdown hook into process.exit, so that V8 writes the profile.
@@ -160,9 +163,9 @@ export function startNode(
   script: string,
   args: string[],
   env: NodeJS.ProcessEnv,
-  opts: { profile?: ProfileOptions; stdio?: StdioOptions } = {},
+  opts: { profile?: ProfileOptions; stdio?: StdioOptions; collectable?: boolean } = {},
 ): Proc {
-  const child = spawn(process.execPath, nodeArgs(script, args, opts.profile), {
+  const child = spawn(process.execPath, nodeArgs(script, args, opts.profile, opts.collectable), {
     env,
     stdio: opts.stdio ?? ['ignore', 'pipe', 'pipe'],
   });
@@ -199,6 +202,19 @@ export async function waitHttp(url: string, proc: Proc, timeoutMs = 30_000): Pro
   }
 }
 
+/**
+ * Runs a full garbage collection in an api or dispatcher the bench started (see gc-signal.ts) and
+ * gives it a moment, so that the memory read next is live memory.
+ */
+export async function collectGarbage(...procs: Proc[]): Promise<void> {
+  for (const proc of procs) {
+    if (proc.running) {
+      proc.child.kill('SIGUSR2');
+    }
+  }
+  await sleep(500);
+}
+
 /** A started api or dispatcher. */
 export interface Service {
   url: string;
@@ -209,7 +225,7 @@ export interface Service {
 export async function startApi(target: BenchTarget, profile?: ProfileOptions): Promise<Service> {
   const port = await freePort();
   const env = baseEnv(target, { API_PORT: String(port), ADMIN_TOKEN });
-  const proc = startNode('api', 'apps/api/src/main.js', [], env, { profile });
+  const proc = startNode('api', 'apps/api/src/main.js', [], env, { profile, collectable: true });
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
   return { url, port, proc };
@@ -222,9 +238,7 @@ export async function startDispatcher(target: BenchTarget, profile?: ProfileOpti
     'apps/dispatcher/src/main.js',
     [],
     baseEnv(target, { DISPATCHER_PORT: String(port) }),
-    {
-      profile,
-    },
+    { profile, collectable: true },
   );
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);

@@ -7,12 +7,13 @@ import { kb, mb, mdTable, num } from '../lib/format';
 import { scrape } from '../lib/metrics';
 import { openLoop } from '../lib/load';
 import { rssBytes } from '../lib/procfs';
-import { sleep, waitOnline } from '../lib/stack';
+import { collectGarbage, sleep, waitOnline } from '../lib/stack';
 import { rounded, summarize } from '../lib/stats';
 
 const MODEL = 'bench-fanin';
 /** The issue's bound on the dispatcher's resident memory with 1,000 devices. */
 const RSS_LIMIT = 200 * MB;
+const WARM_REQUESTS = 10;
 const epochMs = () => performance.timeOrigin + performance.now();
 
 export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioResult> {
@@ -21,7 +22,32 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
   await ctx.fixtures.enableModel(MODEL);
   const tokens = await ctx.fixtures.devices(devices, 'fanin');
   const dispatcherPid = stack.dispatcher.proc.pid;
+  const agent = keepAliveAgent(1024);
+  const url = new URL(`${stack.api.url}/v1/chat/completions`);
+  const headers = { authorization: `Bearer ${ctx.apiKey}` };
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ping' }], max_tokens: 4 });
   await sleep(1_000);
+  // Memory is read right after a full collection (bench/lib/gc-signal.ts): live memory, not GC timing.
+  await collectGarbage(stack.dispatcher.proc);
+  const rssCold = rssBytes(dispatcherPid);
+  // Two devices and a few requests first, so that what the dispatcher loads once (Prisma's query
+  // compiler on the first query, BullMQ's scripts, socket.io) is in the baseline, not in the per-device cost.
+  const warm = Fleet.spawn('fanin-warm');
+  ctx.track(warm.proc);
+  try {
+    const warmTokens = await ctx.fixtures.devices(2, 'fanin-warm');
+    const warmConnected = warm.next('connected');
+    warm.send({ type: 'start', mode: 'probe', server: stack.dispatcher.url, tokens: warmTokens, models: [MODEL] });
+    await warmConnected;
+    await waitOnline(ctx.target.redisUrl, MODEL, 2, { procs: [warm.proc] });
+    for (let i = 0; i < WARM_REQUESTS; i++) {
+      await postJson(url, headers, body, agent);
+    }
+  } finally {
+    await warm.stop();
+  }
+  await sleep(1_000);
+  await collectGarbage(stack.dispatcher.proc);
   const rssIdle = rssBytes(dispatcherPid);
   const heapIdle = (await scrape(stack.dispatcher.url))?.heapUsed ?? null;
   const fleet = Fleet.spawn('fanin-fleet');
@@ -42,13 +68,10 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     const allOnlineMs = performance.now() - t0;
     const connect = summarize(report.connectMs);
     await sleep(2_000);
+    await collectGarbage(stack.dispatcher.proc);
     const rssConnected = rssBytes(dispatcherPid);
     const heapConnected = (await scrape(stack.dispatcher.url))?.heapUsed ?? null;
 
-    const agent = keepAliveAgent(1024);
-    const url = new URL(`${stack.api.url}/v1/chat/completions`);
-    const headers = { authorization: `Bearer ${ctx.apiKey}` };
-    const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ping' }], max_tokens: 4 });
     const sent = new Map<string, number>();
     const latencies: number[] = [];
     let errors = 0;
@@ -126,7 +149,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         'devices',
         'all announced (s)',
         'connect→announced p50/p99 (ms)',
-        'dispatcher RSS idle / 1000 connected / peak under load',
+        'dispatcher RSS cold / idle / connected (after GC) / peak under load',
         'load (req/s)',
         'enqueue→task:assign p50/p90/p99 (ms)',
         'request→task:assign p50/p99 (ms)',
@@ -138,7 +161,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
           `${devices - report.failed}/${devices}`,
           num(allAnnouncedMs / 1000, 2),
           `${num(connect.p50)} / ${num(connect.p99)}`,
-          `${mb(rssIdle)} / ${mb(rssConnected)} / ${mb(rssPeak)}`,
+          `${mb(rssCold)} / ${mb(rssIdle)} / ${mb(rssConnected)} / ${mb(rssPeak)}`,
           `${opts.faninRate} offered, ${num(completedPerS)} done`,
           `${num(e2a.p50)} / ${num(e2a.p90)} / ${num(e2a.p99)}`,
           `${num(r2a.p50)} / ${num(r2a.p99)}`,
@@ -161,8 +184,15 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       title: `Device fan-in (${devices} devices on one dispatcher)`,
       table,
       notes: [
-        `${devices} socket.io connections opened at once from one bench process, each a minimal device that announces, acks each ` +
+        `${devices} socket.io connections opened at once from one process, each a minimal device that announces, acks each ` +
           'task:assign, and answers with one delta and done at once; the assignment time is taken when task:assign arrives.',
+        'Dispatcher memory: cold = started, no device yet; idle = after two devices and a few requests came and went ' +
+          "(what it loads once: Prisma's query compiler, BullMQ's scripts); connected = every device connected, idle; " +
+          `all three right after a full garbage collection. RSS per connected device: ${kb(
+            rssConnected !== null && rssIdle !== null
+              ? (rssConnected - rssIdle) / Math.max(1, devices - report.failed)
+              : Number.NaN,
+          )}.`,
         `Dispatcher V8 heap in use (its /metrics): ${mb(heapIdle)} idle, ${mb(heapConnected)} with the devices connected` +
           (heapIdle !== null && heapConnected !== null
             ? ` (${kb((heapConnected - heapIdle) / Math.max(1, devices - report.failed))} per device).`
@@ -179,6 +209,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         all_online_ms: Math.round(allOnlineMs),
         connect_ms: rounded(connect),
         dispatcher_rss_bytes: {
+          cold: rssCold,
           idle: rssIdle,
           connected: rssConnected,
           peak_under_load: rssPeak,

@@ -207,7 +207,8 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
         measured: best
           ? `${num(best.completedPerS)}/s (p99 ${num(best.latency.p99)} ms)`
           : `no step met p99 ≤ 250 ms; at most ${num(Math.max(...steps.map((s) => s.completedPerS)))}/s`,
-        pass: best ? best.completedPerS >= 1000 : false,
+        // A run that never offered 1000/s cannot tell, unless it already missed the latency bound.
+        pass: !best ? false : best.completedPerS >= 1000 ? true : Math.max(...opts.rates) >= 1000 ? false : null,
       },
     ];
     const firstError = steps.find((s) => s.firstError)?.firstError;

@@ -199,16 +199,26 @@ describe('isolation and untrusted devices', () => {
         ['DELETE', `/admin/devices/${directDevice.id}`],
         ['GET', `/admin/tasks/${task.address}`],
       ];
-      const counts = async () =>
-        Promise.all([db().organization.count(), db().apiKey.count(), db().device.count(), db().orgModel.count()]);
-      const before = await counts();
+      // What these requests would have written (other suites write to the same tables meanwhile).
+      const evilOrg = routes[1][2] as { name: string };
+      const evilModel = routes[7][2] as { id: string };
+      const state = async () =>
+        Promise.all([
+          db().organization.count({ where: { name: evilOrg.name } }),
+          db().model.count({ where: { id: evilModel.id } }),
+          db().device.count({ where: { name: 'evil' } }),
+          db().apiKey.count({ where: { orgId: { in: [orgA.org.id, orgB.org.id] } } }),
+          db().orgModel.count({ where: { orgId: { in: [orgA.org.id, orgB.org.id] } } }),
+          db().device.count({ where: { id: directDevice.id, revokedAt: { not: null } } }),
+        ]);
+      const before = await state();
       for (const [method, path, body] of routes) {
         for (const headers of [bearer(orgA.key), { 'x-api-key': orgA.key }, bearer(netDevice.token)]) {
           const res = await jsonHttp(method, `${api1.url}${path}`, body, { headers, localAddress: from });
           assertOpenAIError(res, 401, 'invalid_admin_token');
         }
       }
-      assert.deepEqual(await counts(), before);
+      assert.deepEqual(await state(), before);
       assert.equal((await db().organization.findUniqueOrThrow({ where: { id: orgB.org.id } })).rpmLimit, null);
       assert.equal((await db().apiKey.findUniqueOrThrow({ where: { id: key.id } })).revokedAt, null);
     });

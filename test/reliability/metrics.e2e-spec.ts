@@ -273,7 +273,7 @@ describe('observability and graceful shutdown', () => {
       // The device was told to stop and serves the next request at once.
       const next = await chat(tenant.key, streamer, 'next one', { max_tokens: 2 });
       assert.equal(next.status, 200, next.text);
-      // docs/api.md (Streaming): an error event's type is server_error for every status of 500 or more.
+      // docs/api.md (Streaming): an error event carries the type the same error has as an HTTP response.
       assert.equal(last.error.type, 'service_unavailable_error', `error event: ${JSON.stringify(last)}`);
     });
 

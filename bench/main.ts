@@ -37,7 +37,7 @@ const DEFAULTS = {
     concurrency: [1, 16, 64],
     devices: 1000,
     streams: 1000,
-    rates: [100, 200, 400, 800, 1200],
+    rates: [25, 50, 100, 200, 400, 800, 1200],
     throughputDevices: 100,
     faninRate: 50,
   },
@@ -91,9 +91,10 @@ function parseOptions(argv: string[]): BenchOptions {
     .addOption(new Option('--devices <n>', 'fan-in: devices on one dispatcher [1000; quick 50]').argParser(positiveInt))
     .addOption(new Option('--streams <n>', 'open streams [1000; quick 50]').argParser(positiveInt))
     .addOption(
-      new Option('--rates <list>', 'throughput: offered completions/s [100,200,400,800,1200; quick 50,100]').argParser(
-        intList,
-      ),
+      new Option(
+        '--rates <list>',
+        'throughput: offered completions/s [25,50,100,200,400,800,1200; quick 50,100]',
+      ).argParser(intList),
     )
     .addOption(
       new Option('--throughput-devices <n>', 'throughput: idle sim devices [100; quick 10]').argParser(positiveInt),

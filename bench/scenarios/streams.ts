@@ -143,7 +143,8 @@ export async function streamsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
     clearInterval(sampler);
     const apiMetrics = await scrape(stack.api.url);
     const dispatcherMetrics = await scrape(stack.dispatcher.url);
-    const openAtEnd = open - openEnded;
+    const endedEarly = openEnded;
+    const openAtEnd = open - endedEarly;
     // Live memory with the streams still open: after a full collection, as the baseline was read.
     await collectGarbage(stack.api.proc, stack.dispatcher.proc);
     const held = {
@@ -172,6 +173,8 @@ export async function streamsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
     const dispatcherPerStream = perStream(held.dispatcherRss, baseline.dispatcherRss);
     const heapPerStream = perStream(held.apiHeap, baseline.apiMetrics?.heapUsed);
     const dispatcherHeapPerStream = perStream(held.dispatcherHeap, baseline.dispatcherMetrics?.heapUsed);
+    const measured = [apiPerStream, heapPerStream].filter((v) => Number.isFinite(v));
+    const worstPerStream = measured.length ? Math.max(...measured) : null;
     const lagText = (m: typeof apiMetrics) =>
       m ? `${num(m.lagP50)} / ${num(m.lagP99)} / ${num(m.lagMax)}` : 'not exposed';
 
@@ -203,11 +206,12 @@ export async function streamsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
     );
     const targets: TargetCheck[] = [
       {
-        target: `Open streams: api memory (RSS) per open stream (${openAtEnd} streams)`,
+        target: `Open streams: api memory per open stream (${openAtEnd} streams)`,
         goal: '≤ 64 KB',
-        measured: `${kb(apiPerStream)} (heap ${kb(heapPerStream)})`,
-        // Judged at the issue's size only: with a few streams, allocator and GC noise outweighs them.
-        pass: Number.isFinite(apiPerStream) && openAtEnd >= 1000 ? apiPerStream <= PER_STREAM_LIMIT : null,
+        measured: `RSS ${kb(apiPerStream)}, V8 heap ${kb(heapPerStream)}`,
+        // The larger of the two: RSS moves in whole pages and V8 returns some after a collection, so it can
+        // hide what the heap shows. Judged at the issue's size only: with a few streams, noise outweighs them.
+        pass: worstPerStream !== null && openAtEnd >= 1000 ? worstPerStream <= PER_STREAM_LIMIT : null,
       },
     ];
     return {
@@ -224,7 +228,7 @@ export async function streamsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
         "Event-loop delay comes from the process's own /metrics (prom-client's monitorEventLoopDelay, reset at each scrape) where it has one; " +
           "/healthz latency is measured from the bench process, so it includes the bench's own event loop.",
         ...(failed.length ? [`${failed.length} streams failed; first: ${failed[0].error}`] : []),
-        ...(openEnded > 0 ? [`${openEnded} open streams ended before the memory was read.`] : []),
+        ...(endedEarly > 0 ? [`${endedEarly} open streams ended before the memory was read.`] : []),
       ],
       targets,
       data: {

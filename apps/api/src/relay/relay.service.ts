@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import { APP_CONFIG, AppError, LOGGER, PrismaService, keys, requiredFeatures, taskAddress } from '@app/common';
-import type { AppConfig, ChatParams, Logger, TaskEvent } from '@app/common';
+import type { AppConfig, ChatParams, Logger, StreamEntry, TaskEvent } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import { LimitsService } from '../limits/limits.service';
 import type { Slot } from '../limits/limits.service';
@@ -25,6 +25,9 @@ export interface RelayRequest {
   requestId: string;
 }
 
+const RELAY_INTERRUPTED =
+  'Part of the answer was lost between the device and this server (Redis was unavailable); the request was stopped. Retry it.';
+
 /** How long the dispatcher has to end a cancelled task before the api ends it itself. */
 const CANCEL_FALLBACK_MS = 5_000;
 
@@ -42,6 +45,11 @@ interface Flight {
   concurrency: Slot;
   queued: Slot;
   done: boolean;
+  /** The assignment whose events are expected, and the sequence number of the next one. */
+  attempt: number;
+  nextSeq: number;
+  /** The api is ending the task itself (a timeout, lost events). */
+  failing: boolean;
 }
 
 /**
@@ -146,10 +154,13 @@ export class RelayService {
       queueTimer: null,
       idleTimer: null,
       streamTimer: setTimeout(() => void this.onStreamTimeout(flight), this.config.MAX_STREAM_MS),
-      unsubscribe: this.reader.subscribe(id, (event) => this.onEvent(flight, event)),
+      unsubscribe: this.reader.subscribe(id, (entry) => this.onEntry(flight, entry)),
       concurrency,
       queued,
       done: false,
+      attempt: 0,
+      nextSeq: 0,
+      failing: false,
     };
     this.flights.set(task, flight);
     this.armQueueTimer(flight);
@@ -173,6 +184,46 @@ export class RelayService {
       throw new AppError('service_unavailable', 'The request could not be queued. Try again shortly.');
     }
     return task;
+  }
+
+  /**
+   * An entry of the task's stream. Entries of an earlier assignment and events already seen are
+   * dropped (a write retried after a Redis failure); a gap means events were lost with Redis, and
+   * the client gets an explicit error instead of an answer with a hole in it.
+   */
+  private onEntry(flight: Flight, entry: StreamEntry): void {
+    if (flight.done) {
+      return;
+    }
+    let events = entry.events;
+    if (entry.attempt !== null) {
+      if (entry.attempt < flight.attempt) {
+        return;
+      }
+      if (entry.attempt > flight.attempt) {
+        flight.attempt = entry.attempt;
+        flight.nextSeq = 0;
+      }
+      if (entry.seq > flight.nextSeq) {
+        this.logger.error(
+          { task: flight.task.address, attempt: entry.attempt, seq: entry.seq, expected: flight.nextSeq },
+          'events of the task were lost on the way (Redis): ending it',
+        );
+        void this.interrupt(flight);
+        return;
+      }
+      events = events.slice(flight.nextSeq - entry.seq);
+      flight.nextSeq += events.length;
+    }
+    for (const event of events) {
+      this.onEvent(flight, event);
+    }
+  }
+
+  private async interrupt(flight: Flight): Promise<void> {
+    await this.failFlight(flight, 'failed', 'relay_interrupted', 502, RELAY_INTERRUPTED).catch((err: unknown) => {
+      this.logger.error({ err, task: flight.task.address }, 'could not end an interrupted task');
+    });
   }
 
   private onEvent(flight: Flight, event: TaskEvent): void {
@@ -265,7 +316,12 @@ export class RelayService {
     }
   }
 
-  /** Ends the task with an error the api decided, if nothing else ended it first. */
+  /**
+   * Ends the task with an error the api decided and tells the client. With `onlyFrom: 'queued'`
+   * nothing happens unless the task still waits. Otherwise a task whose row is already terminal
+   * (it ended, but its last events never arrived) still ends here: the client gets an explicit
+   * `relay_interrupted` error instead of waiting forever.
+   */
   private async failFlight(
     flight: Flight,
     status: 'failed' | 'cancelled' | 'timed_out',
@@ -274,15 +330,40 @@ export class RelayService {
     message: string,
     onlyFrom?: 'queued',
   ): Promise<void> {
-    if (flight.done || !(await this.end(flight.task.taskId, status, code, onlyFrom))) {
+    if (flight.done || flight.failing) {
       return;
     }
-    if (onlyFrom === 'queued') {
-      await this.queue.remove(flight.task.model, flight.task.pool, flight.task.taskId);
-    } else {
-      await this.queue.cancelRunning(flight.task.taskId);
+    flight.failing = true;
+    // Should Postgres be unreachable, the client still gets its error; the row is ended later by
+    // the dispatchers' orphan check.
+    const ended = await this.end(flight.task.taskId, status, code, onlyFrom).catch((err: unknown) => {
+      this.logger.error({ err, task: flight.task.address, code }, 'could not record the end of a task');
+      return true;
+    });
+    if (!ended && onlyFrom === 'queued') {
+      flight.failing = false;
+      return;
     }
-    this.onEvent(flight, { type: 'error', code, message, status: httpStatus });
+    if (flight.done) {
+      // Its ending arrived meanwhile.
+      return;
+    }
+    try {
+      if (ended && onlyFrom === 'queued') {
+        await this.queue.remove(flight.task.model, flight.task.pool, flight.task.taskId);
+      } else {
+        await this.queue.cancelRunning(flight.task.taskId);
+      }
+    } catch (err) {
+      // Redis is unreachable: the job expires with its deadline, the device's task with its lock.
+      this.logger.warn({ err: (err as Error).message, task: flight.task.address }, 'could not withdraw the job');
+    }
+    if (ended) {
+      this.onEvent(flight, { type: 'error', code, message, status: httpStatus });
+    } else {
+      this.logger.error({ task: flight.task.address, code }, 'the task ended but its last events never arrived');
+      this.onEvent(flight, { type: 'error', code: 'relay_interrupted', message: RELAY_INTERRUPTED, status: 502 });
+    }
   }
 
   private async onQueueTimeout(flight: Flight): Promise<void> {
@@ -345,13 +426,19 @@ export class RelayService {
     task.abandoned = true;
     task.wake();
     this.finish(flight, 'cancelled');
-    if (await this.end(task.taskId, 'cancelled', 'client_disconnected', 'queued')) {
-      await this.queue.remove(task.model, task.pool, task.taskId);
-      return;
+    try {
+      if (await this.end(task.taskId, 'cancelled', 'client_disconnected', 'queued')) {
+        await this.queue.remove(task.model, task.pool, task.taskId);
+        return;
+      }
+      // A device has it: the dispatcher stops the device and ends the task with the hash of what
+      // was sent.
+      await this.queue.cancelRunning(task.taskId);
+    } catch (err) {
+      // Postgres or Redis is unreachable: the fallback below or the orphan check ends the task.
+      this.logger.warn({ err: (err as Error).message, task: task.address }, 'could not withdraw an abandoned task');
     }
-    // A device has it: the dispatcher stops the device and ends the task with the hash of what was
-    // sent. Should no dispatcher answer (it died), the api ends it after a grace period.
-    await this.queue.cancelRunning(task.taskId);
+    // Should no dispatcher answer (it died), the api ends the task after a grace period.
     setTimeout(
       () => void this.end(task.taskId, 'cancelled', 'client_disconnected').catch(() => undefined),
       CANCEL_FALLBACK_MS,

@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, createBlockingRedis, keys } from '@app/common';
-import type { AppConfig, Logger, TaskEvent } from '@app/common';
+import { APP_CONFIG, LOGGER, createBlockingRedis, decodeStreamEntry, keys } from '@app/common';
+import type { AppConfig, Logger, StreamEntry } from '@app/common';
 import { REDIS } from '../redis/redis.module';
 
-type Listener = (event: TaskEvent) => void;
+type Listener = (entry: StreamEntry) => void;
 
 interface Subscription {
   key: string;
@@ -44,7 +44,7 @@ export class TaskStreamReader implements OnApplicationShutdown {
     });
   }
 
-  /** Calls `listener` with each event of the task, in order, from the beginning of its stream. */
+  /** Calls `listener` with each entry of the task's stream, in order, from the beginning. */
   subscribe(taskId: string, listener: Listener): () => void {
     const key = keys.taskStream(taskId);
     this.subs.set(key, { key, lastId: '0', listener });
@@ -107,9 +107,8 @@ export class TaskStreamReader implements OnApplicationShutdown {
   }
 
   private deliver(sub: Subscription, fields: string[]): void {
-    const raw = fields[1];
     try {
-      sub.listener(JSON.parse(raw) as TaskEvent);
+      sub.listener(decodeStreamEntry(fields));
     } catch (err) {
       this.logger.error({ err, key: sub.key }, 'task event listener failed');
     }

@@ -2,6 +2,7 @@ import type { Hash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Socket } from 'socket.io';
 import { NETWORK_POOL, queueName } from '@app/common';
+import type { TaskWriter } from '../relay/task-stream.service';
 import type { ChatJobData, DeviceSocketData, DeviceToServerEvents, Feature, ServerToDeviceEvents } from '@app/common';
 
 export type DeviceSocket = Socket<DeviceToServerEvents, ServerToDeviceEvents, Record<string, never>, DeviceSocketData>;
@@ -23,6 +24,8 @@ export interface ActiveTask {
   output: Hash;
   lockTimer: NodeJS.Timeout | null;
   ended: boolean;
+  /** Its events to the api, in order. */
+  writer: TaskWriter;
 }
 
 /** A connected, authenticated device. */

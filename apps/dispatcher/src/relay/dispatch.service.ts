@@ -188,6 +188,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       output: createHash('sha256'),
       lockTimer: null,
       ended: false,
+      writer: this.stream.writer(data.taskId, claim.attempts, () => void this.onRelayLost(device, active)),
     };
     device.task = active;
     if (this.recentCancels.delete(data.taskId)) {
@@ -233,7 +234,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       { deviceId: device.id, task: data.taskAddress, requestId: data.requestId, attempt: claim.attempts },
       'task assigned',
     );
-    await this.stream.append(data.taskId, { type: 'assigned', device_id: device.id, attempt: claim.attempts });
+    active.writer.push({ type: 'assigned', device_id: device.id, attempt: claim.attempts });
     return true;
   }
 
@@ -276,9 +277,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         this.logger.error({ err, task: task.address }, 'could not record first token');
       });
     }
-    void this.stream.append(task.taskId, { type: 'delta', choices: payload.choices }).catch((err: unknown) => {
-      this.logger.error({ err, task: task.address }, 'could not relay output');
-    });
+    task.writer.push({ type: 'delta', choices: payload.choices });
   }
 
   async onDone(device: DeviceSession, payload: DonePayload): Promise<void> {
@@ -287,17 +286,24 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       return;
     }
     this.release(device, task);
-    await this.records.complete(task.taskId, {
+    // The row first, so that a client holding its answer finds it recorded. While Postgres is
+    // unreachable this is retried for as long as the api waits for the ending; past that the api has
+    // ended the task itself (and told its client).
+    const result = {
       finishReason: payload.finish_reasons[0],
       usage: payload.usage,
       outputSha256: task.output.digest('hex'),
       firstTokenAt: task.firstTokenAt,
-    });
-    await this.stream.append(task.taskId, {
-      type: 'done',
-      finish_reasons: payload.finish_reasons,
-      usage: payload.usage,
-    });
+    };
+    const completed = await retrying(
+      () => this.records.complete(task.taskId, result),
+      this.config.TASK_IDLE_TIMEOUT_MS,
+    );
+    if (completed) {
+      task.writer.push({ type: 'done', finish_reasons: payload.finish_reasons, usage: payload.usage });
+    } else {
+      this.logger.warn({ task: task.address }, 'the task was ended elsewhere before its completion was recorded');
+    }
     await task.job.moveToCompleted('done', task.token, false).catch(() => undefined);
     this.metrics.tasks.inc({ outcome: 'completed' });
     this.logger.info(
@@ -315,7 +321,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     this.release(device, task);
     const code = payload.code === 'cancelled' ? 'device_error' : payload.code;
     await this.records.end(task.taskId, 'failed', code, outputOf(task));
-    await this.stream.append(task.taskId, {
+    task.writer.push({
       type: 'error',
       code,
       message: `The device could not complete the request: ${payload.message}`,
@@ -336,7 +342,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     this.release(device, task);
     device.socket.emit('task:cancel', { task_address: task.address });
     await this.records.end(task.taskId, 'failed', 'device_protocol_error', outputOf(task));
-    await this.stream.append(task.taskId, {
+    task.writer.push({
       type: 'error',
       code: 'device_protocol_error',
       message: 'The device serving this request sent an invalid event.',
@@ -358,7 +364,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     if (task.firstTokenAt) {
       this.release(device, task);
       await this.records.end(task.taskId, 'failed', 'device_disconnected', outputOf(task));
-      await this.stream.append(task.taskId, disconnectedMidAnswer());
+      task.writer.push(disconnectedMidAnswer());
       this.metrics.tasks.inc({ outcome: 'device_disconnected' });
       task.job.discard();
       await task.job.moveToFailed(new Error('device_disconnected'), task.token, false).catch(() => undefined);
@@ -371,14 +377,14 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private async retryOrFail(device: DeviceSession, task: ActiveTask, reason: string): Promise<void> {
     this.release(device, task);
     if (task.attempt < this.config.MAX_ATTEMPTS && (await this.records.requeue(task.taskId, device.id))) {
-      await this.stream.append(task.taskId, { type: 'requeued', reason });
+      task.writer.push({ type: 'requeued', reason });
       this.metrics.assignments.inc({ result: 'requeued' });
       await task.job.moveToFailed(new Error(reason), task.token, false).catch(() => undefined);
       await this.queues.nudge(task.queue);
       return;
     }
     if (await this.records.end(task.taskId, 'failed', 'device_disconnected')) {
-      await this.stream.append(task.taskId, {
+      task.writer.push({
         type: 'error',
         code: 'device_disconnected',
         message: `No device could complete the request (${task.attempt} attempt(s)).`,
@@ -413,6 +419,26 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
+   * The task's events could not be written to Redis for longer than the api waits for them: its
+   * client has lost part of the answer, so the device stops and the task fails (the api tells its
+   * client, or already has). Nothing is relayed silently with a gap.
+   */
+  private async onRelayLost(device: DeviceSession, task: ActiveTask): Promise<void> {
+    if (task.ended) {
+      return;
+    }
+    this.release(device, task);
+    device.socket.emit('task:cancel', { task_address: task.address });
+    await this.records.end(task.taskId, 'failed', 'relay_interrupted', outputOf(task)).catch((err: unknown) => {
+      this.logger.error({ err, task: task.address }, 'could not record the interrupted task');
+    });
+    task.job.discard();
+    await task.job.moveToFailed(new Error('relay_interrupted'), task.token, false).catch(() => undefined);
+    this.metrics.tasks.inc({ outcome: 'relay_interrupted' });
+    this.kick(device);
+  }
+
+  /**
    * Shutdown: fetch nothing more, give the tasks in progress SHUTDOWN_GRACE_MS to finish, then
    * treat their devices as gone (requeued when nothing was sent yet, else an explicit error).
    */
@@ -429,6 +455,8 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         return this.onDisconnect(device);
       }),
     );
+    // The endings just decided must reach the api before the process goes.
+    await this.stream.flushAll(5_000);
   }
 
   /** Detaches a task from its device (once). */
@@ -439,6 +467,21 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     if (device.task === task) {
       device.task = null;
+    }
+  }
+}
+
+/** Calls `fn` until it does not throw, for at most `budgetMs`; the last failure is thrown. */
+async function retrying<T>(fn: () => Promise<T>, budgetMs: number): Promise<T> {
+  const deadline = Date.now() + budgetMs;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() + delay >= deadline) {
+        throw err;
+      }
+      await new Promise((r) => setTimeout(r, delay));
     }
   }
 }

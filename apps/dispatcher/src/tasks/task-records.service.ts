@@ -45,11 +45,12 @@ export class TaskRecordsService {
     return count === 1;
   }
 
+  /** Records a finished task; false when something else (a timeout, a cancel) ended it first. */
   async complete(
     taskId: string,
     result: { finishReason: FinishReason; usage: Usage | null; outputSha256: string; firstTokenAt: Date | null },
-  ): Promise<void> {
-    await this.prisma.client.task.updateMany({
+  ): Promise<boolean> {
+    const { count } = await this.prisma.client.task.updateMany({
       where: { id: taskId, status: { in: ['assigned', 'streaming'] } },
       data: {
         status: 'completed',
@@ -61,6 +62,7 @@ export class TaskRecordsService {
         finishedAt: new Date(),
       },
     });
+    return count === 1;
   }
 
   /**

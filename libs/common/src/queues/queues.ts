@@ -77,6 +77,51 @@ export type TaskEvent =
     }
   | { type: 'error'; code: string; message: string; status: number };
 
+/**
+ * One entry of a task stream: a batch of events in order. Entries from an assignment carry its
+ * attempt number and the sequence number of their first event (each attempt counts from 0), so a
+ * reader can drop what it already has and notice what it lost; a terminal error written from
+ * outside an assignment carries neither.
+ */
+export interface StreamEntry {
+  attempt: number | null;
+  seq: number;
+  events: TaskEvent[];
+}
+
+/** The fields of a stream entry (XADD's field-value list). */
+export function encodeStreamEntry(attempt: number | null, seq: number, events: TaskEvent[]): string[] {
+  const e = JSON.stringify(events);
+  return attempt === null ? ['e', e] : ['a', String(attempt), 's', String(seq), 'e', e];
+}
+
+/** Reads the fields of a stream entry (as XREAD returns them); throws on a malformed one. */
+export function decodeStreamEntry(fields: string[]): StreamEntry {
+  let attempt: number | null = null;
+  let seq = 0;
+  let events: TaskEvent[] | null = null;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const value = fields[i + 1];
+    switch (fields[i]) {
+      case 'a':
+        attempt = Number(value);
+        break;
+      case 's':
+        seq = Number(value);
+        break;
+      case 'e': {
+        const parsed = JSON.parse(value) as TaskEvent | TaskEvent[];
+        events = Array.isArray(parsed) ? parsed : [parsed];
+        break;
+      }
+    }
+  }
+  if (!events || (attempt !== null && !Number.isInteger(attempt)) || !Number.isInteger(seq)) {
+    throw new Error('malformed task stream entry');
+  }
+  return { attempt, seq, events };
+}
+
 export function encodePresenceMember(deviceId: string, features: readonly Feature[]): string {
   return `${deviceId}|${[...features].sort().join(',')}`;
 }

@@ -1,0 +1,449 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createRedis, keys } from '@app/common';
+import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import {
+  LiveStream,
+  RedisServer,
+  TERMINAL,
+  TcpProxy,
+  adminAuth,
+  assertOllamaError,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  databaseTarget,
+  databaseUrlVia,
+  jsonHttp,
+  loopbackAddress,
+  sseContent,
+  startApi,
+  startDevice,
+  startDispatcher,
+  stopAll,
+  waitAllTerminal,
+  waitStatus,
+  waitTasks,
+} from './helpers';
+
+/** Every sim device of this suite writes replies of this many tokens. */
+const TOKENS = 12;
+/** "While Redis is down the api answers 503 quickly" (issue 7): under two seconds here. */
+const QUICKLY_MS = 2_000;
+
+/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms (a hang)`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A timed request: the response and how long it took. */
+async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
+  const started = Date.now();
+  const result = await fn();
+  return [result, Date.now() - started];
+}
+
+/** The log lines of some processes that mention a string (a task address), for failure messages. */
+function logsAbout(needle: string, ...procs: { proc: Proc }[]): string {
+  return procs
+    .flatMap((p) => p.proc.output.split('\n'))
+    .filter((l) => l.includes(needle) || l.includes('"msg":"done failed"'))
+    .map((l) => {
+      try {
+        const entry = JSON.parse(l);
+        return `${entry.service}: ${entry.msg}${entry.err ? ` (${String(entry.err.message).slice(0, 120)})` : ''}`;
+      } catch {
+        return l.slice(0, 300);
+      }
+    })
+    .join('\n');
+}
+
+/** Each task row is terminal and consistent with its status. */
+function assertConsistent(rows: Awaited<ReturnType<typeof waitAllTerminal>>): void {
+  for (const row of rows) {
+    const what = `${row.address} ${row.status} ${row.errorCode ?? ''}`;
+    assert.ok(TERMINAL.includes(row.status), what);
+    assert.ok(row.finishedAt, `${what}: no finished_at`);
+    if (row.status === 'completed') {
+      assert.ok(row.outputSha256 && row.finishReason, `${what}: completed without hash or finish reason`);
+      assert.equal(row.errorCode, null, what);
+    } else {
+      assert.ok(row.errorCode, `${what}: no error code`);
+    }
+  }
+}
+
+/**
+ * Chaos in the dependencies: Redis restarted without persistence (everything in it lost) and down
+ * for longer than BullMQ's drain delay, and Postgres unreachable for a few seconds. Requests fail
+ * quickly and cleanly while a dependency is gone, what was in flight ends with a whole answer or an
+ * explicit error, no task row stays open or inconsistent, and the system serves again by itself.
+ */
+describe('chaos: Redis and Postgres', () => {
+  const devices: Proc[] = [];
+  const servers: { proc: Proc }[] = [];
+  const extra: { stop(): Promise<unknown> }[] = [];
+
+  /** The stack on a redis-server of its own. */
+  const r = {} as { redis: RedisServer; api: Api; dispatcher: Dispatcher; model: string; tenant: Tenant };
+  /** The stack whose Postgres goes through a proxy that the test cuts. */
+  const p = {} as { proxy: TcpProxy; api: Api; dispatcher: Dispatcher; model: string; tenant: Tenant };
+
+  before(async () => {
+    // Both stacks start together (startup is the slow part on a busy machine).
+    await Promise.all([
+      (async () => {
+        r.redis = await RedisServer.start();
+        extra.push(r.redis);
+        const env = {
+          REDIS_URL: r.redis.url,
+          QUEUE_TIMEOUT_MS: '5000',
+          TASK_IDLE_TIMEOUT_MS: '5000',
+          MAX_STREAM_MS: '15000',
+          LOG_LEVEL: 'info',
+        };
+        [r.api, r.dispatcher] = await Promise.all([startApi(env), startDispatcher(env)]);
+        servers.push(r.api, r.dispatcher);
+        Object.assign(r, await stackTenant(r.dispatcher, r.redis.url, 3));
+      })(),
+      (async () => {
+        const target = databaseTarget();
+        p.proxy = await TcpProxy.start(target.host, target.port);
+        extra.push(p.proxy);
+        const env = {
+          DATABASE_URL: databaseUrlVia(p.proxy.port),
+          QUEUE_TIMEOUT_MS: '10000',
+          TASK_IDLE_TIMEOUT_MS: '5000',
+          LOG_LEVEL: 'info',
+        };
+        [p.api, p.dispatcher] = await Promise.all([startApi(env), startDispatcher(env)]);
+        servers.push(p.api, p.dispatcher);
+        Object.assign(p, await stackTenant(p.dispatcher, undefined, 6));
+      })(),
+    ]);
+  });
+
+  after(async () => {
+    await stopAll(devices, servers, extra);
+    await closeDb();
+  });
+
+  /** A tenant with one model, served by one sim device on the given dispatcher. */
+  async function stackTenant(dispatcher: Dispatcher, redisUrl: string | undefined, tokensPerSecond: number) {
+    const model = uniq('infra');
+    const tenant = await createTenant([model]);
+    const { token } = await createDevice();
+    devices.push(
+      await startDevice(dispatcher.url, token, { models: [model], tokens: TOKENS, tokensPerSecond }, { redisUrl }),
+    );
+    return { model, tenant };
+  }
+
+  const chat = (api: Api, tenant: Tenant, model: string, content: string) =>
+    jsonHttp('POST', `${api.url}/v1/chat/completions`, chatBody(model, content), {
+      headers: bearer(tenant.key),
+      timeoutMs: 45_000,
+    });
+
+  /** A stream that ended: whole (the reference content, [DONE]) or with an explicit error event. */
+  function assertStreamEnded(live: LiveStream, expected: string): 'whole' | 'error' {
+    assert.equal(live.status, 200, live.text);
+    const events = live.events;
+    const content = sseContent(events);
+    if (events.at(-1) === '[DONE]') {
+      assert.equal(content, expected, 'a stream that ends with [DONE] carries the whole answer, once');
+      return 'whole';
+    }
+    const last = events.at(-1);
+    assert.ok(last?.error?.code, `neither [DONE] nor an error event at the end: ${live.text.slice(-400)}`);
+    assert.equal(last.error.type, 'server_error');
+    assert.ok(expected.startsWith(content), `not a prefix of the answer:\n${content}\n${expected}`);
+    return 'error';
+  }
+
+  describe('Redis', () => {
+    /** Until 200 (the dispatcher renews its devices' presence every 5 s after a restart). */
+    async function untilServed(content: string) {
+      const deadline = Date.now() + 30_000;
+      let res = await chat(r.api, r.tenant, r.model, content);
+      while (res.status !== 200 && Date.now() < deadline) {
+        assertOpenAIError(res, 503);
+        await sleep(500);
+        res = await chat(r.api, r.tenant, r.model, content);
+      }
+      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+      return res;
+    }
+
+    it('a short Redis restart in the middle of a stream: the answer arrives whole, or ends with an explicit error', async () => {
+      const { api, dispatcher, tenant, model, redis } = r;
+      await untilServed('before the blip');
+      const prompt = 'streams through a blip';
+      const live = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, prompt, { stream: true }),
+      );
+      await live.waitFor(/"content":"[^"]+"/);
+      await redis.kill();
+      await sleep(1_000);
+      await redis.start();
+      const address = (
+        await db().task.findFirstOrThrow({
+          where: { orgId: tenant.org.id, stream: true },
+          orderBy: { queuedAt: 'desc' },
+        })
+      ).address;
+      await within(live.done, 22_000, 'the stream in flight').catch((error: Error) => {
+        live.abort();
+        throw new Error(
+          `${error.message}; the client got:\n${live.text.slice(-600)}\nlogs:\n${logsAbout(address, api, dispatcher)}`,
+        );
+      });
+      const reference = await untilServed(prompt);
+      const row = (await waitAllTerminal(tenant.org.id, 30_000)).find((t) => t.address === address)!;
+      try {
+        assertStreamEnded(live, reference.body.choices[0].message.content);
+      } catch (error) {
+        throw new Error(
+          `${(error as Error).message}\nthe task ended ${row.status}; logs:\n${logsAbout(address, api, dispatcher)}`,
+        );
+      }
+    });
+
+    it('entries written twice are relayed once; a lost entry ends the request with relay_interrupted', async () => {
+      const { api, tenant, model, redis } = r;
+      const prompt = 'streams past forged entries';
+      const reference = (await untilServed(prompt)).body.choices[0].message.content as string;
+      const live = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, prompt, { stream: true }),
+      );
+      await live.waitFor(/"content":"[^"]+"/);
+      const row = await waitStatus(tenant.org.id, 'streaming', 10_000, { stream: true });
+      const conn = createRedis(redis.url);
+      try {
+        const key = keys.taskStream(row.id);
+        // What a write retried after a lost reply leaves: the same events again.
+        const written = await conn.xrange(key, '-', '+');
+        for (const [, fields] of written) {
+          await conn.xadd(key, '*', ...fields);
+        }
+        const seen = live.text.length;
+        await live.waitFor(new RegExp(`^[\\s\\S]{${seen}}[\\s\\S]*"content":"[^"]+"`));
+        // What an outage without persistence leaves: events missing before the next entry.
+        const attempt = Number(written[0][1][written[0][1].indexOf('a') + 1]);
+        const forged = [{ type: 'delta', choices: [{ index: 0, content: 'FORGED' }] }];
+        await conn.xadd(key, '*', 'a', String(attempt), 's', '100000', 'e', JSON.stringify(forged));
+      } finally {
+        conn.disconnect();
+      }
+      await within(live.done, 15_000, 'the stream with a gap');
+      assert.equal(assertStreamEnded(live, reference), 'error');
+      const last = live.events.at(-1);
+      assert.equal(last.error.code, 'relay_interrupted');
+      assert.doesNotMatch(live.text, /FORGED/);
+      const ended = await waitTasks(
+        { id: row.id },
+        (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
+        15_000,
+        'the interrupted task to end',
+      );
+      assert.equal(ended[0].status, 'failed');
+      assert.equal(ended[0].errorCode, 'relay_interrupted');
+      // The device was stopped and serves the next request.
+      await untilServed('after the forgery');
+    });
+
+    it('restarted without persistence and down past the drain delay: 503 quickly, explicit endings, serves again by itself', async () => {
+      const { api, dispatcher, tenant, model, redis } = r;
+      await untilServed('before the outage');
+
+      // In flight: a stream on the device, and a request queued behind it.
+      const prompt = 'streams through the outage';
+      const live = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, prompt, { stream: true }),
+      );
+      await live.waitFor(/"content":"[^"]+"/);
+      const waiting = chat(api, tenant, model, 'queued through the outage');
+      waiting.catch(() => undefined); // awaited below
+
+      await waitStatus(tenant.org.id, 'queued', 10_000);
+
+      await redis.kill();
+      const downAt = Date.now();
+      // While it is down: quick 503s in each route family's shape, readiness says so, keys still work.
+      for (let i = 0; i < 3; i++) {
+        const [res, ms] = await timed(() => chat(api, tenant, model, `during the outage ${i}`));
+        assertOpenAIError(res, 503, 'service_unavailable');
+        assert.ok(ms < QUICKLY_MS, `the 503 took ${ms} ms`);
+        await sleep(500);
+      }
+      const [ollama, ollamaMs] = await timed(() =>
+        jsonHttp(
+          'POST',
+          `${api.url}/api/chat`,
+          { ...chatBody(model, 'ollama during the outage'), stream: false },
+          {
+            headers: bearer(tenant.key),
+          },
+        ),
+      );
+      assertOllamaError(ollama, 503);
+      assert.ok(ollamaMs < QUICKLY_MS, `the Ollama 503 took ${ollamaMs} ms`);
+      const [ready, readyMs] = await timed(() => http('GET', `${api.url}/readyz`));
+      assert.equal(ready.status, 503, ready.text);
+      assert.match(ready.body.checks.redis, /unreachable/);
+      assert.equal(ready.body.checks.postgres, 'ok');
+      assert.ok(readyMs < QUICKLY_MS, `readyz took ${readyMs} ms`);
+      for (const [path, key] of [
+        ['/v1/models', tenant.key],
+        ['/v1/models', 'sy_' + 'R'.repeat(40)],
+      ]) {
+        const [res, ms] = await timed(() =>
+          jsonHttp('GET', `${api.url}${path}`, undefined, { headers: bearer(key), localAddress: loopbackAddress() }),
+        );
+        assert.ok([200, 401, 503].includes(res.status), `${path}: ${res.status} ${res.text}`);
+        if (res.status !== 200) {
+          assertOpenAIError(res, res.status);
+        }
+        assert.ok(ms < QUICKLY_MS, `${path} took ${ms} ms`);
+      }
+      // Down for longer than BullMQ's drain delay (5 s).
+      await sleep(Math.max(0, 7_000 - (Date.now() - downAt)));
+      await redis.start();
+
+      // Consumption resumes by itself: no process is restarted.
+      const deadline = Date.now() + 30_000;
+      let res = await chat(api, tenant, model, 'after the outage');
+      while (res.status !== 200 && Date.now() < deadline) {
+        assert.ok([503].includes(res.status), `while recovering: ${res.status} ${res.text}`);
+        assertOpenAIError(res, 503);
+        await sleep(500);
+        res = await chat(api, tenant, model, 'after the outage');
+      }
+      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+
+      // What was in flight ended explicitly, and nothing was delivered twice.
+      const queuedRes = await within(waiting, 45_000, 'the queued request');
+      assert.ok([200, 503].includes(queuedRes.status), queuedRes.text);
+      if (queuedRes.status === 200) {
+        assert.equal(queuedRes.body.choices[0].finish_reason, 'stop');
+      } else {
+        assertOpenAIError(queuedRes, 503);
+      }
+      // MAX_STREAM_MS is 15 s here: by then at the latest the api must have ended the request.
+      const address = (
+        await db().task.findFirstOrThrow({
+          where: { orgId: tenant.org.id, stream: true },
+          orderBy: { queuedAt: 'desc' },
+        })
+      ).address;
+      await within(live.done, 22_000, 'the stream in flight').catch((error: Error) => {
+        live.abort();
+        throw new Error(
+          `${error.message}; the client got:\n${live.text.slice(-600)}\nlogs:\n${logsAbout(address, api, dispatcher)}`,
+        );
+      });
+      const reference = await chat(api, tenant, model, prompt);
+      assert.equal(reference.status, 200, reference.text);
+      assertStreamEnded(live, reference.body.choices[0].message.content);
+      assertConsistent(await waitAllTerminal(tenant.org.id, 30_000));
+    });
+  });
+
+  describe('Postgres', () => {
+    it('unreachable for a few seconds: requests fail cleanly and quickly, nothing is left inconsistent', async () => {
+      const { api, tenant, model, proxy } = p;
+      const before = await chat(api, tenant, model, 'before the cut');
+      assert.equal(before.status, 200, before.text);
+      const fresh = await createTenant([model]);
+
+      const prompt = 'streams through the cut';
+      const live = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, prompt, { stream: true }),
+      );
+      await live.waitFor(/"content":"[^"]+"/);
+
+      proxy.cut();
+      const cutAt = Date.now();
+      // While it is cut: a key the api has not seen (a lookup) and the one it just used (cached for
+      // 500 ms), as Bearer and as X-API-Key. Every answer comes quickly, as a documented 503.
+      const problems: string[] = [];
+      for (const [who, header] of [
+        [fresh, 'bearer'],
+        [tenant, 'bearer'],
+        [fresh, 'x-api-key'],
+        [fresh, 'bearer'],
+      ] as const) {
+        const headers = header === 'bearer' ? bearer(who.key) : { 'x-api-key': who.key };
+        const [res, ms] = await timed(() =>
+          within(
+            jsonHttp('POST', `${api.url}/v1/chat/completions`, chatBody(model, 'during the cut'), {
+              headers,
+              localAddress: loopbackAddress(),
+            }),
+            15_000,
+            'a request',
+          ),
+        );
+        assert.ok(ms < 6_000, `answered after ${ms} ms`);
+        if (res.status !== 503 || res.body?.error?.code !== 'service_unavailable') {
+          problems.push(`${who === fresh ? 'an unseen' : 'a cached'} key as ${header}: ${res.status} ${res.text}`);
+        } else {
+          assertOpenAIError(res, 503, 'service_unavailable');
+        }
+      }
+      const [ready, readyMs] = await timed(() => http('GET', `${api.url}/readyz`));
+      assert.equal(ready.status, 503, ready.text);
+      assert.match(ready.body.checks.postgres, /unreachable/);
+      assert.ok(readyMs < QUICKLY_MS, `readyz took ${readyMs} ms`);
+      const admin = await within(
+        jsonHttp('GET', `${api.url}/admin/orgs`, undefined, { headers: adminAuth }),
+        15_000,
+        'an admin request',
+      );
+      assertOpenAIError(admin, 503, 'service_unavailable');
+
+      await sleep(Math.max(0, 4_000 - (Date.now() - cutAt)));
+      proxy.restore();
+
+      const deadline = Date.now() + 20_000;
+      let res = await chat(api, fresh, model, 'after the cut');
+      while (res.status !== 200 && Date.now() < deadline) {
+        assertOpenAIError(res, 503);
+        await sleep(500);
+        res = await chat(api, fresh, model, 'after the cut');
+      }
+      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+
+      await within(live.done, 45_000, 'the stream in flight');
+      const reference = await chat(api, tenant, model, prompt);
+      assert.equal(reference.status, 200, reference.text);
+      assertStreamEnded(live, reference.body.choices[0].message.content);
+      for (const t of [tenant, fresh]) {
+        assertConsistent(await waitAllTerminal(t.org.id, 30_000));
+      }
+      assert.deepEqual(problems, [], 'while Postgres was unreachable, valid keys got other answers than 503');
+      // Nothing half-written: every org, key and task the test made is whole.
+      assert.equal(await db().task.count({ where: { orgId: fresh.org.id, status: { notIn: TERMINAL as any } } }), 0);
+    });
+  });
+});

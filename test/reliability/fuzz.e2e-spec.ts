@@ -715,7 +715,8 @@ describe('hostile input (fuzzing)', () => {
       const since = now();
       const res = await send('POST', '/admin/orgs', wrap('{"name":"', '"}'), adminAuth);
       checkShape(res, 'openai', 'admin with invalid UTF-8');
-      assert.ok(res.status >= 400, res.text);
+      assertOpenAIError(res, 400, 'invalid_json');
+      assert.match(res.body.error.message, /not valid UTF-8/);
       assert.deepEqual(await writesSince(since, stringsIn(wrap('{"name":"', '"}').toString('utf8'))), []);
     });
 

@@ -70,12 +70,20 @@ async function bootstrap(): Promise<void> {
   // constructor.prototype keys; a body that is not JSON gets 400 invalid_json.
   const json = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser('*', { parseAs: 'string', bodyLimit: config.BODY_LIMIT_BYTES }, (req, body, done) => {
-    if (String(body).trim() === '') {
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.BODY_LIMIT_BYTES }, (req, body, done) => {
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(new AppError('invalid_json', 'The request body is not valid UTF-8 (JSON must be).'), undefined);
+      return;
+    }
+    if (text.trim() === '') {
       done(null, undefined);
       return;
     }
-    void json(req, String(body), (err, value) => {
+    void json(req, text, (err, value) => {
       if (err) {
         done(new AppError('invalid_json', INVALID_JSON), undefined);
       } else if (tooDeep(value)) {

@@ -693,6 +693,29 @@ describe('hostile input (fuzzing)', () => {
       }
     });
 
+    it('NUL characters (which Postgres cannot store) in a model id or a path: 404 or 400, never a 5xx', async () => {
+      const chat = await chatCase(
+        '/v1/chat/completions',
+        'openai',
+        JSON.stringify({ ...validChat(), model: 'a\u0000b' }),
+        bearer(tenant.key),
+      );
+      assertOpenAIError(chat, 404, 'model_not_found');
+      const ollama = await chatCase(
+        '/api/chat',
+        'ollama',
+        JSON.stringify({ ...validOllama(), model: '\u0000' }),
+        bearer(tenant.key),
+      );
+      assert.equal(ollama.status, 404, ollama.text);
+      const retrieve = await send('GET', '/v1/models/%00x', undefined, bearer(tenant.key));
+      checkShape(retrieve, 'openai', 'GET /v1/models/%00x');
+      assertOpenAIError(retrieve, 404, 'model_not_found');
+      const task = await send('GET', '/v1/tasks/network%3A%00', undefined, bearer(tenant.key));
+      checkShape(task, 'openai', 'GET /v1/tasks/network%3A%00');
+      assert.equal(task.status, 404, task.text);
+    });
+
     it('invalid UTF-8 in the body: an answer or a 400, never a 5xx', async () => {
       const bad = Buffer.from([
         0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1, 0xe2, 0x28, 0xa1, 0xf0, 0x90, 0x28, 0xbc, 0xed, 0xa0, 0x80,

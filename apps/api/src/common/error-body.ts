@@ -48,6 +48,21 @@ function isDependencyDown(error: unknown, depth = 0): boolean {
   return isDependencyDown(e.cause, depth + 1);
 }
 
+/** Postgres refuses NUL in text (SQLSTATE 22021): a string the client sent, so a 400, not a 500. */
+function hasNulByte(error: unknown, depth = 0): boolean {
+  if (!error || typeof error !== 'object' || depth > 4) {
+    return false;
+  }
+  const e = error as { code?: unknown; message?: unknown; cause?: unknown };
+  if (
+    e.code === '22021' ||
+    (typeof e.message === 'string' && /invalid byte sequence for encoding "UTF8": 0x00/.test(e.message))
+  ) {
+    return true;
+  }
+  return hasNulByte(e.cause, depth + 1);
+}
+
 function toAppError(error: unknown): AppError | null {
   if (error instanceof AppError) {
     return error;
@@ -66,6 +81,9 @@ function toAppError(error: unknown): AppError | null {
     }
     const code = (Object.keys(ERROR_STATUS) as ErrorCode[]).find((c) => ERROR_STATUS[c] === status);
     return code && status < 500 ? new AppError(code, error.message) : null;
+  }
+  if (hasNulByte(error)) {
+    return new AppError('invalid_request', 'The request contains a NUL character (\\u0000), which is not allowed.');
   }
   if (isDependencyDown(error)) {
     return new AppError(

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
-import { ConfigModule, LOGGER, PrismaModule } from '@app/common';
+import { ConfigModule, LOGGER, PgModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { DeviceGateway } from './devices/device.gateway';
 import { DeviceRegistry } from './devices/device-registry.service';
@@ -19,7 +19,7 @@ export class DispatcherModule {
   static forRoot(config: AppConfig, logger: Logger): DynamicModule {
     return {
       module: DispatcherModule,
-      imports: [ConfigModule.forRoot(config), PrismaModule],
+      imports: [ConfigModule.forRoot(config), PgModule],
       controllers: [HealthController, MetricsController],
       providers: [
         { provide: LOGGER, useValue: logger },

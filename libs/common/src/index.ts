@@ -16,3 +16,5 @@ export * from './protocol/device-protocol';
 export * from './queues/queues';
 export * from './metrics/metrics';
 export * from './lifecycle/shutdown';
+export * from './batching/coalescer';
+export * from './prisma/pg.service';

@@ -9,6 +9,8 @@ export const REDIS = Symbol('REDIS');
 /**
  * The api's shared Redis connection for short commands. Without an offline queue, a command while
  * Redis is unreachable fails at once, so the client gets a quick 503 instead of a hanging request.
+ * Auto-pipelining sends the commands of all requests issued in one turn of the event loop in one
+ * socket write: a write costs far more than the bytes in it (bench profile).
  */
 @Global()
 @Module({
@@ -16,7 +18,7 @@ export const REDIS = Symbol('REDIS');
     {
       provide: REDIS,
       inject: [APP_CONFIG],
-      useFactory: (c: AppConfig) => createRedis(c.REDIS_URL, { enableOfflineQueue: false }),
+      useFactory: (c: AppConfig) => createRedis(c.REDIS_URL, { enableOfflineQueue: false, enableAutoPipelining: true }),
     },
   ],
   exports: [REDIS],

@@ -30,24 +30,34 @@ export interface Route {
 export class PresenceService {
   constructor(@Inject(REDIS) private readonly redis: Redis) {}
 
-  private async online(pool: string, model: string): Promise<Feature[][]> {
-    const members = await this.redis.zrangebyscore(keys.presence(pool, model), Date.now(), '+inf');
-    return members.map((m) => decodePresenceMember(m).features);
+  /**
+   * The presence entries of a pool's devices for a model that have not expired. A request that
+   * needs no feature is served by any device, so one entry is enough to know (most requests: this
+   * runs for every one of them, and a pool may hold thousands of devices).
+   */
+  private async online(pool: string, model: string, requires: Feature[]): Promise<string[]> {
+    const key = keys.presence(pool, model);
+    return requires.length === 0
+      ? this.redis.zrangebyscore(key, Date.now(), '+inf', 'LIMIT', 0, 1)
+      : this.redis.zrangebyscore(key, Date.now(), '+inf');
   }
 
   async route(orgId: string, model: string, mode: 'auto' | 'direct' | 'network', requires: Feature[]): Promise<Route> {
     const [direct, network] = await Promise.all([
-      mode === 'network' ? Promise.resolve([]) : this.online(orgId, model),
-      mode === 'direct' ? Promise.resolve([]) : this.online(NETWORK_POOL, model),
+      mode === 'network' ? Promise.resolve([]) : this.online(orgId, model, requires),
+      mode === 'direct' ? Promise.resolve([]) : this.online(NETWORK_POOL, model, requires),
     ]);
-    const supports = (features: Feature[]) => requires.every((f) => features.includes(f));
+    const supports = (member: string) => {
+      const { features } = decodePresenceMember(member);
+      return requires.every((f) => features.includes(f));
+    };
     if (direct.some(supports)) {
       return { pool: orgId, mode: 'direct' };
     }
     if (network.some(supports)) {
       return { pool: NETWORK_POOL, mode: 'network' };
     }
-    const online = [...direct, ...network];
+    const online = [...direct, ...network].map((m) => decodePresenceMember(m).features);
     if (online.length === 0) {
       const where = mode === 'auto' ? '' : ` in ${mode} mode`;
       throw new AppError(

@@ -2,7 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, AppError, LOGGER, PrismaService, keys, requiredFeatures, taskAddress } from '@app/common';
+import {
+  APP_CONFIG,
+  AppError,
+  Coalescer,
+  LOGGER,
+  PrismaService,
+  keys,
+  requiredFeatures,
+  taskAddress,
+} from '@app/common';
 import type { AppConfig, ChatParams, Logger, StreamEntry, TaskEvent } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import { LimitsService } from '../limits/limits.service';
@@ -27,6 +36,22 @@ export interface RelayRequest {
 
 const RELAY_INTERRUPTED =
   'Part of the answer was lost between the device and this server (Redis was unavailable); the request was stopped. Retry it.';
+
+const DISCONNECTED_MID_ANSWER = 'The device serving this request disconnected before finishing its answer.';
+
+/** Under load, the task rows of concurrent requests are inserted together at most this often. */
+const INSERT_WINDOW_MS = 2;
+
+interface TaskRow {
+  id: string;
+  address: string;
+  orgId: string;
+  apiKeyId: string;
+  modelId: string;
+  mode: 'direct' | 'network';
+  api: 'openai' | 'ollama';
+  stream: boolean;
+}
 
 /** How long the dispatcher has to end a cancelled task before the api ends it itself. */
 const CANCEL_FALLBACK_MS = 5_000;
@@ -61,6 +86,8 @@ interface Flight {
 @Injectable()
 export class RelayService {
   private readonly flights = new Map<RelayedTask, Flight>();
+  /** The task rows of concurrent requests, inserted together (see Coalescer). */
+  private readonly inserts = new Coalescer((rows: TaskRow[]) => this.insertBatch(rows), INSERT_WINDOW_MS);
   private draining = false;
 
   constructor(
@@ -75,6 +102,43 @@ export class RelayService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
+
+  /**
+   * One statement for the rows of a window, in plain SQL on the pool (this is on every request's
+   * path; see PrismaService). Should it fail, each row is tried alone, so that one bad row (its
+   * model deleted meanwhile, say) fails only its own request.
+   */
+  private async insertBatch(rows: TaskRow[]): Promise<(void | Error)[]> {
+    const columns = `INSERT INTO tasks (id, address, org_id, api_key_id, model_id, mode, api, stream)`;
+    const values = (list: TaskRow[]) => [
+      list.map((r) => r.id),
+      list.map((r) => r.address),
+      list.map((r) => r.orgId),
+      list.map((r) => r.apiKeyId),
+      list.map((r) => r.modelId),
+      list.map((r) => r.mode),
+      list.map((r) => r.api),
+      list.map((r) => r.stream),
+    ];
+    const sql = `${columns} SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[],
+      $6::task_mode[], $7::task_api[], $8::boolean[])`;
+    try {
+      await this.prisma.sql(sql, values(rows));
+      return rows.map(() => undefined);
+    } catch (error) {
+      if (rows.length === 1) {
+        throw error;
+      }
+      return Promise.all(
+        rows.map((row) =>
+          this.prisma.sql(sql, values([row])).then(
+            () => undefined,
+            (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+          ),
+        ),
+      );
+    }
+  }
 
   /** Request caps that do not depend on the model. */
   private checkCaps(params: ChatParams): void {
@@ -104,7 +168,7 @@ export class RelayService {
       throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
     }
     this.checkCaps(request.params);
-    const model = await this.models.get(caller.orgId, request.model);
+    const model = await this.models.forChat(caller.orgId, request.model);
     const params: ChatParams = {
       ...request.params,
       max_tokens:
@@ -126,17 +190,15 @@ export class RelayService {
     }
     const address = taskAddress(route.mode, id);
     try {
-      await this.prisma.client.task.create({
-        data: {
-          id,
-          address,
-          orgId: caller.orgId,
-          apiKeyId: caller.apiKeyId,
-          modelId: model.id,
-          mode: route.mode,
-          api: request.api,
-          stream: request.stream,
-        },
+      await this.inserts.submit({
+        id,
+        address,
+        orgId: caller.orgId,
+        apiKeyId: caller.apiKeyId,
+        modelId: model.id,
+        mode: route.mode,
+        api: request.api,
+        stream: request.stream,
       });
     } catch (error) {
       concurrency.release();
@@ -201,6 +263,13 @@ export class RelayService {
         return;
       }
       if (entry.attempt > flight.attempt) {
+        if (flight.firstOutputAt !== null) {
+          // Output of the earlier attempt reached the client: another device cannot continue it.
+          void this.failFlight(flight, 'failed', 'device_disconnected', 502, DISCONNECTED_MID_ANSWER).catch(
+            (err: unknown) => this.logger.error({ err, task: flight.task.address }, 'could not end the task'),
+          );
+          return;
+        }
         flight.attempt = entry.attempt;
         flight.nextSeq = 0;
       }

@@ -15,6 +15,8 @@ interface Subscription {
 
 /** Entries per stream per read: enough for a burst of tokens, small enough to keep reads short. */
 const READ_COUNT = 512;
+/** Reads follow each other at least this far apart. */
+const READ_WINDOW_MS = 2;
 /** The longest a read blocks; new subscriptions interrupt it with CLIENT UNBLOCK. */
 const BLOCK_MS = 5_000;
 
@@ -31,6 +33,7 @@ export class TaskStreamReader implements OnApplicationShutdown {
   private reading = false;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  private lastReadAt = -Infinity;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -74,6 +77,14 @@ export class TaskStreamReader implements OnApplicationShutdown {
       }
       try {
         this.clientId ??= await this.conn.client('ID');
+        // Under load, read at most every READ_WINDOW_MS: one read then brings the entries of many
+        // tasks (a read is a socket write, which costs far more than its bytes). When the streams
+        // are quiet the read blocks at once, so a lone token is not delayed.
+        const wait = this.lastReadAt + READ_WINDOW_MS - performance.now();
+        if (wait > 0) {
+          await new Promise((r) => setTimeout(r, wait));
+        }
+        this.lastReadAt = performance.now();
         const subs = [...this.subs.values()];
         this.reading = true;
         const result = await this.conn.xread(

@@ -31,6 +31,8 @@ export interface ActiveTask {
 /** A connected, authenticated device. */
 export class DeviceSession {
   models = new Set<string>();
+  /** The queue of each model, in the order of `models` (the names are computed once, on announce). */
+  private queueList: string[] = [];
   features = new Set<Feature>();
   /** The device says its runtime can take tasks. */
   available = false;
@@ -68,10 +70,29 @@ export class DeviceSession {
     return required.every((f) => this.features.has(f));
   }
 
+  /** Sets the models the device serves; returns the queues it takes jobs from. */
+  serve(models: readonly string[]): string[] {
+    this.models = new Set(models);
+    this.queueList = [...this.models].map((m) => queueName(m, this.pool));
+    return this.queueList;
+  }
+
+  /** Whether the device looks past a queue for now (it drew a job there it could not serve). */
+  skips(queue: string): boolean {
+    const until = this.skipped.get(queue);
+    if (until === undefined) {
+      return false;
+    }
+    if (until <= Date.now()) {
+      this.skipped.delete(queue);
+      return false;
+    }
+    return true;
+  }
+
   /** The queues this device takes jobs from, starting at a rotating position. */
   queues(): string[] {
-    const now = Date.now();
-    const all = [...this.models].map((m) => queueName(m, this.pool)).filter((q) => (this.skipped.get(q) ?? 0) <= now);
+    const all = this.skipped.size === 0 ? this.queueList : this.queueList.filter((q) => !this.skips(q));
     if (all.length === 0) {
       return all;
     }

@@ -8,7 +8,7 @@ import {
   DEVICE_NAMESPACE,
   LOGGER,
   PROTOCOL_VERSION,
-  PrismaService,
+  PgService,
   announceSchema,
   deltaSchema,
   doneSchema,
@@ -45,7 +45,7 @@ export class DeviceGateway implements OnApplicationShutdown {
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
-    private readonly prisma: PrismaService,
+    private readonly db: PgService,
     private readonly registry: DeviceRegistry,
     private readonly presence: PresenceService,
     private readonly dispatch: DispatchService,
@@ -94,11 +94,15 @@ export class DeviceGateway implements OnApplicationShutdown {
     if (typeof token !== 'string' || !looksLikeDeviceToken(token)) {
       return null;
     }
-    const device = await this.prisma.client.device.findUnique({ where: { tokenHash: sha256Hex(token) } });
-    if (!device || device.revokedAt) {
+    const { rows } = await this.db.sql<{ id: string; org_id: string | null; name: string; revoked_at: Date | null }>(
+      `SELECT id, org_id, name, revoked_at FROM devices WHERE token_hash = $1`,
+      [sha256Hex(token)],
+    );
+    const device = rows[0];
+    if (!device || device.revoked_at) {
       return null;
     }
-    return { deviceId: device.id, orgId: device.orgId, name: device.name };
+    return { deviceId: device.id, orgId: device.org_id, name: device.name };
   }
 
   private onConnection(socket: DeviceSocket): void {
@@ -110,9 +114,7 @@ export class DeviceGateway implements OnApplicationShutdown {
       void this.onGone(replaced);
     }
     this.logger.info({ deviceId: session.id, name: socket.data.name, pool: session.pool }, 'device connected');
-    void this.prisma.client.device
-      .update({ where: { id: session.id }, data: { lastSeenAt: new Date() } })
-      .catch(() => undefined);
+    this.touch(session.id);
 
     socket.on('announce', (raw, ack) => {
       const payload = this.validate(session, announceSchema, raw, 'announce');
@@ -121,7 +123,7 @@ export class DeviceGateway implements OnApplicationShutdown {
         reply({ ok: false, error: 'invalid announce payload' });
         return;
       }
-      session.models = new Set(payload.models);
+      this.registry.setQueues(session, session.serve(payload.models));
       session.features = new Set(payload.features);
       session.available = payload.available;
       session.announced = true;
@@ -131,7 +133,7 @@ export class DeviceGateway implements OnApplicationShutdown {
         'device announced',
       );
       void this.presence.publish(session).then(
-        () => this.dispatch.kick(session),
+        () => this.dispatch.kick(session, undefined, true),
         (err: unknown) => this.logger.error({ err }, 'presence update failed'),
       );
     });
@@ -163,9 +165,7 @@ export class DeviceGateway implements OnApplicationShutdown {
 
   private async onGone(session: DeviceSession): Promise<void> {
     this.registry.remove(session);
-    void this.prisma.client.device
-      .update({ where: { id: session.id }, data: { lastSeenAt: new Date() } })
-      .catch(() => undefined);
+    this.touch(session.id);
     session.available = false;
     await Promise.all([
       this.presence.withdraw(session).catch(() => undefined),
@@ -196,15 +196,20 @@ export class DeviceGateway implements OnApplicationShutdown {
     return parsed.data;
   }
 
+  /** Records when a device was last seen (on connect and disconnect), not awaited. */
+  private touch(deviceId: string): void {
+    void this.db.sql(`UPDATE devices SET last_seen_at = now() WHERE id = $1`, [deviceId]).catch(() => undefined);
+  }
+
   private async dropRevoked(): Promise<void> {
     const ids = [...this.registry.all()].map((s) => s.id);
     if (ids.length === 0) {
       return;
     }
-    const revoked = await this.prisma.client.device.findMany({
-      where: { id: { in: ids }, revokedAt: { not: null } },
-      select: { id: true },
-    });
+    const { rows: revoked } = await this.db.sql<{ id: string }>(
+      `SELECT id FROM devices WHERE id = ANY($1::uuid[]) AND revoked_at IS NOT NULL`,
+      [ids],
+    );
     for (const { id } of revoked) {
       const session = this.registry.get(id);
       if (session) {

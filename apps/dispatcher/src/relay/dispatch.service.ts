@@ -37,6 +37,12 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   private readonly recentCancels = new Map<string, number>();
   /** Set at shutdown: no more jobs are fetched. */
   private draining = false;
+  /**
+   * Per queue, jobs announced (sy:jobs) and not yet taken by this instance, as far as it knows:
+   * another dispatcher may have taken them, which an empty fetch reveals. A device that becomes
+   * idle fetches only from queues with announced jobs, the sweep from every queue.
+   */
+  private readonly announced = new Map<string, number>();
 
   constructor(
     private readonly registry: DeviceRegistry,
@@ -88,13 +94,29 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  /** A queue has a new job: offer it to this instance's idle devices for that queue. */
+  /** A queue has a new job: offer it to one of this instance's idle devices for that queue. */
   onJobsWaiting(queue: string): void {
-    for (const device of this.registry.idleFor(queue)) {
-      this.kick(device);
+    this.announced.set(queue, (this.announced.get(queue) ?? 0) + 1);
+    this.offer(queue);
+  }
+
+  /**
+   * One idle device (in turn) looks in the queue. Each job is announced once, so one fetch per job
+   * and dispatcher is enough; a device that finds a job offers the queue to the next idle device
+   * while more jobs were announced than taken, which drains a backlog without waking every idle
+   * device for every job.
+   */
+  private offer(queue: string): void {
+    const device = this.registry.nextIdle(queue);
+    if (device) {
+      this.kick(device, [queue]);
     }
   }
 
+  /**
+   * A safety net for announcements lost on the way and for jobs nobody announces (back from a dead
+   * dispatcher): each queue is looked at by one idle device, queues spread over the idle devices.
+   */
   private sweep(): void {
     const now = Date.now();
     for (const [taskId, until] of this.recentCancels) {
@@ -102,35 +124,65 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
         this.recentCancels.delete(taskId);
       }
     }
-    for (const device of this.registry.all()) {
-      if (device.idle) {
-        this.kick(device);
+    const plan = new Map<DeviceSession, string[]>();
+    for (const queue of this.registry.queues()) {
+      const device = this.registry.nextIdle(queue);
+      if (device) {
+        plan.set(device, [...(plan.get(device) ?? []), queue]);
       }
+    }
+    for (const [device, queues] of plan) {
+      this.kick(device, queues);
     }
   }
 
-  /** Looks for a job for an idle device. At most one fetch per device is under way. */
-  kick(device: DeviceSession): void {
+  /**
+   * Looks for a job for an idle device: in the queues it is given, then in its other queues that
+   * have jobs announced and not yet taken here (all of them with `everywhere`, for a device that
+   * just came). At most one fetch per device is under way.
+   */
+  kick(device: DeviceSession, given: readonly string[] = [], everywhere = false): void {
     if (this.draining || !device.idle || device.fetching) {
       return;
     }
     device.fetching = true;
-    void this.fetchFor(device)
+    void this.fetchFor(device, given, everywhere)
       .catch((err: unknown) => this.logger.error({ err, deviceId: device.id }, 'fetch failed'))
       .finally(() => {
         device.fetching = false;
       });
   }
 
-  private async fetchFor(device: DeviceSession): Promise<void> {
-    for (const queue of device.queues()) {
+  private async fetchFor(device: DeviceSession, given: readonly string[], everywhere: boolean): Promise<void> {
+    const queues = device.queues();
+    const order = [...given.filter((q) => queues.includes(q)), ...queues.filter((q) => !given.includes(q))];
+    for (const queue of order) {
       if (!device.idle) {
         return;
       }
+      const before = this.announced.get(queue) ?? 0;
+      if (!given.includes(queue) && !everywhere && before === 0) {
+        continue;
+      }
       const token = `${device.id}:${randomUUID()}`;
       const job = await this.queues.fetch(queue, token);
+      // Announcements may have come in during the fetch: they count for jobs still to take.
+      const current = this.announced.get(queue) ?? 0;
+      const left = job ? Math.max(0, current - 1) : Math.max(0, current - before);
+      if (left > 0) {
+        this.announced.set(queue, left);
+      } else {
+        this.announced.delete(queue);
+      }
+      this.logger.debug({ deviceId: device.id, queue, before, left, found: job?.id ?? null }, 'fetched');
       if (!job) {
+        // Empty: what was announced before was taken elsewhere.
         continue;
+      }
+      // There may be more where this one came from: more were announced, or this one was not (a
+      // job back from a dead dispatcher, found by the sweep).
+      if (left > 0 || before === 0) {
+        this.offer(queue);
       }
       if (await this.assign(device, queue, job, token)) {
         return;
@@ -191,6 +243,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       writer: this.stream.writer(data.taskId, claim.attempts, () => void this.onRelayLost(device, active)),
     };
     device.task = active;
+    this.registry.holdTask(data.taskId, device);
     if (this.recentCancels.delete(data.taskId)) {
       await this.cancel(data.taskId);
       return true;
@@ -272,10 +325,8 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     if (!task.firstTokenAt) {
       task.firstTokenAt = new Date();
-      // Not awaited: the first token must not wait for Postgres.
-      void this.records.markStreaming(task.taskId, task.firstTokenAt).catch((err: unknown) => {
-        this.logger.error({ err, task: task.address }, 'could not record first token');
-      });
+      // Written a little later, with others: the first token must not wait for Postgres.
+      this.records.markStreaming(task.taskId, task.firstTokenAt);
     }
     task.writer.push({ type: 'delta', choices: payload.choices });
   }
@@ -408,7 +459,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     this.release(device, task);
     device.socket.emit('task:cancel', { task_address: task.address });
-    await this.records.cancelled(task.taskId, task.firstTokenAt ? task.output.digest('hex') : null);
+    await this.records.cancelled(task.taskId, outputOf(task));
     await task.job.moveToCompleted('cancelled', task.token, false).catch(() => undefined);
     this.metrics.tasks.inc({ outcome: 'cancelled' });
     this.logger.info(
@@ -457,6 +508,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     );
     // The endings just decided must reach the api before the process goes.
     await this.stream.flushAll(5_000);
+    await this.records.flush();
   }
 
   /** Detaches a task from its device (once). */
@@ -467,6 +519,7 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
     }
     if (device.task === task) {
       device.task = null;
+      this.registry.holdTask(task.taskId, null);
     }
   }
 }

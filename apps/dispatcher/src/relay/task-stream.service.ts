@@ -1,8 +1,20 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, encodeStreamEntry, keys } from '@app/common';
+import { APP_CONFIG, Coalescer, LOGGER, TASK_STREAM_TTL_S, encodeStreamEntry, keys } from '@app/common';
 import type { AppConfig, Logger, TaskEvent } from '@app/common';
 import { REDIS } from '../redis.providers';
+
+/**
+ * Under load, the entries of all tasks go to Redis together at most this often (see Coalescer);
+ * a lone token is not delayed.
+ */
+const WRITE_WINDOW_MS = 2;
+
+interface PendingEntry {
+  key: string;
+  fields: string[];
+  setExpiry: boolean;
+}
 
 /** Most events in one stream entry (a burst of tokens from a fast device). */
 const MAX_BATCH = 256;
@@ -102,6 +114,7 @@ export class TaskWriter {
  */
 @Injectable()
 export class TaskStreamService {
+  private readonly entries = new Coalescer<PendingEntry, void>((batch) => this.writeBatch(batch), WRITE_WINDOW_MS);
   /** Writers with events on their way (shutdown waits for them). */
   readonly busy = new Set<TaskWriter>();
   readonly giveUpMs: number;
@@ -128,21 +141,28 @@ export class TaskStreamService {
   }
 
   /** @internal One stream entry; the expiry is (re)set with the first entry and after an outage. */
-  async write(taskId: string, fields: string[], setExpiry: boolean): Promise<void> {
-    const key = keys.taskStream(taskId);
-    if (!setExpiry) {
-      await this.redis.xadd(key, '*', ...fields);
-      return;
+  write(taskId: string, fields: string[], setExpiry: boolean): Promise<void> {
+    return this.entries.submit({ key: keys.taskStream(taskId), fields, setExpiry });
+  }
+
+  /** The entries of every task written within one window, in one pipeline (one socket write). */
+  private async writeBatch(batch: PendingEntry[]): Promise<(void | Error)[]> {
+    const pipeline = this.redis.pipeline();
+    for (const { key, fields, setExpiry } of batch) {
+      pipeline.xadd(key, '*', ...fields);
+      if (setExpiry) {
+        pipeline.expire(key, TASK_STREAM_TTL_S);
+      }
     }
-    const results = await this.redis
-      .pipeline()
-      .xadd(key, '*', ...fields)
-      .expire(key, TASK_STREAM_TTL_S)
-      .exec();
-    const failed = results?.find(([err]) => err);
-    if (!results || failed) {
-      throw failed?.[0] ?? new Error('pipeline aborted');
+    const replies = await pipeline.exec();
+    if (!replies) {
+      throw new Error('pipeline aborted');
     }
+    let at = 0;
+    return batch.map(({ setExpiry }) => {
+      const replyErrors = replies.slice(at, (at += setExpiry ? 2 : 1)).map(([err]) => err);
+      return replyErrors.find((err) => err) ?? undefined;
+    });
   }
 
   /** Waits (at most `ms`) for every writer to finish: shutdown must not drop the last events. */

@@ -1,0 +1,39 @@
+import { Global, Inject, Injectable, Module } from '@nestjs/common';
+import type { OnModuleDestroy } from '@nestjs/common';
+import { Pool } from 'pg';
+import type { QueryResult } from 'pg';
+import { APP_CONFIG } from '../config/config';
+import type { AppConfig } from '../config/config';
+
+/** A small pool: api and dispatcher make short queries; connection errors surface fast. */
+export function createPool(databaseUrl: string): Pool {
+  const pool = new Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5_000 });
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/**
+ * Plain SQL on a pg pool, for the dispatcher: its statements are few, fixed and on every request's
+ * path, and without Prisma the process neither loads nor runs its query engine (memory, CPU; see
+ * docs/benchmarks.md). The schema and migrations stay Prisma's.
+ */
+@Injectable()
+export class PgService implements OnModuleDestroy {
+  readonly pool: Pool;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.pool = createPool(config.DATABASE_URL);
+  }
+
+  async sql<R extends object = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<QueryResult<R>> {
+    return this.pool.query<R>(text, values);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pool.end().catch(() => undefined);
+  }
+}
+
+@Global()
+@Module({ providers: [PgService], exports: [PgService] })
+export class PgModule {}

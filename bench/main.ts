@@ -37,7 +37,7 @@ const DEFAULTS = {
     concurrency: [1, 16, 64],
     devices: 1000,
     streams: 1000,
-    rates: [25, 50, 100, 200, 400, 800, 1200],
+    rates: [50, 100, 200, 400, 600, 800, 1000, 1200, 1400],
     throughputDevices: 100,
     faninRate: 50,
   },
@@ -93,7 +93,7 @@ function parseOptions(argv: string[]): BenchOptions {
     .addOption(
       new Option(
         '--rates <list>',
-        'throughput: offered completions/s [25,50,100,200,400,800,1200; quick 50,100]',
+        'throughput: offered completions/s [50,100,200,400,600,800,1000,1200,1400; quick 50,100]',
       ).argParser(intList),
     )
     .addOption(

@@ -34,6 +34,7 @@ export class TaskStreamReader implements OnApplicationShutdown {
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
   private lastReadAt = -Infinity;
+  private interruptTimer: NodeJS.Timeout | null = null;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -52,10 +53,29 @@ export class TaskStreamReader implements OnApplicationShutdown {
     const key = keys.taskStream(taskId);
     this.subs.set(key, { key, lastId: '0', listener });
     this.loop ??= this.run();
-    void this.interrupt();
+    this.scheduleInterrupt();
     return () => {
       this.subs.delete(key);
     };
+  }
+
+  /**
+   * The blocking read must start over to include a new stream. Nothing can be in that stream for a
+   * few milliseconds (a dispatcher has to fetch, claim and assign the job first), so the new
+   * subscriptions of READ_WINDOW_MS share one interruption instead of one each.
+   */
+  private scheduleInterrupt(): void {
+    if (this.wake) {
+      this.wake();
+      return;
+    }
+    if (this.interruptTimer) {
+      return;
+    }
+    this.interruptTimer = setTimeout(() => {
+      this.interruptTimer = null;
+      void this.interrupt();
+    }, READ_WINDOW_MS);
   }
 
   private async interrupt(): Promise<void> {
@@ -127,6 +147,9 @@ export class TaskStreamReader implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.running = false;
+    if (this.interruptTimer) {
+      clearTimeout(this.interruptTimer);
+    }
     this.wake?.();
     this.conn.disconnect();
     await this.loop?.catch(() => undefined);

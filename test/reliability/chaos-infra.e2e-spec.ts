@@ -268,6 +268,47 @@ describe('chaos: Redis and Postgres', () => {
       await untilServed('after the forgery');
     });
 
+    it('output from a later attempt after some was relayed: the request ends with device_disconnected', async () => {
+      const { api, tenant, model, redis } = r;
+      const prompt = 'streams when another attempt shows up';
+      const reference = (await untilServed(prompt)).body.choices[0].message.content as string;
+      const live = new LiveStream(
+        `${api.url}/v1/chat/completions`,
+        tenant.key,
+        chatBody(model, prompt, { stream: true }),
+      );
+      await live.waitFor(/"content":"[^"]+"/);
+      const row = await waitStatus(tenant.org.id, 'streaming', 10_000, { stream: true });
+      const conn = createRedis(redis.url);
+      try {
+        // What a second dispatcher would write had it claimed the job again (a stalled job whose
+        // first token was not yet recorded): its own assignment, counting from 0.
+        const key = keys.taskStream(row.id);
+        const [[, fields]] = await conn.xrange(key, '-', '+', 'COUNT', 1);
+        const attempt = Number(fields[fields.indexOf('a') + 1]);
+        const events = [
+          { type: 'assigned', device_id: row.deviceId, attempt: attempt + 1 },
+          { type: 'delta', choices: [{ index: 0, content: 'SECOND' }] },
+        ];
+        await conn.xadd(key, '*', 'a', String(attempt + 1), 's', '0', 'e', JSON.stringify(events));
+      } finally {
+        conn.disconnect();
+      }
+      await within(live.done, 15_000, 'the stream with a second attempt');
+      assert.equal(assertStreamEnded(live, reference), 'error');
+      assert.equal(live.events.at(-1).error.code, 'device_disconnected');
+      assert.doesNotMatch(live.text, /SECOND/);
+      const [ended] = await waitTasks(
+        { id: row.id },
+        (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
+        15_000,
+        'the task to end',
+      );
+      assert.equal(ended.status, 'failed');
+      assert.equal(ended.errorCode, 'device_disconnected');
+      await untilServed('after the second attempt');
+    });
+
     it('restarted without persistence and down past the drain delay: 503 quickly, explicit endings, serves again by itself', async () => {
       const { api, dispatcher, tenant, model, redis } = r;
       await untilServed('before the outage');

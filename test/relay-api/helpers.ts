@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import {
-  ADMIN_TOKEN,
-  baseEnv,
-  closeDb,
-  db,
-  freePort,
-  http,
-  sleep,
-  startNode,
-  waitOnline,
-  waitTerminal,
-} from '../support/stack';
+import { closeDb, db, http, startApi, startDevice, startDispatcher, waitTerminal } from '../support/stack';
 import type { Api, DeviceOptions, Dispatcher, Proc } from '../support/stack';
 
 /** Shared fixtures and assertions of the relay API suites (issue 3: POST /v1/chat/completions). */
+
+export { startApi, startDispatcher, startDevice };
 
 export const COMPLETION_ID = /^chatcmpl-[0-9a-f]{24}$/;
 export const TASK_ADDRESS = /^(direct|network):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -31,87 +22,6 @@ export const PROMPT_WORDS = 9;
 export const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
-
-/**
- * How long a process may take to come up. The harness's own helpers wait 15 s and, when that passes,
- * leave the process running without a handle to stop it, which keeps the test file alive forever;
- * on a loaded machine (several suites at once) startup can take longer. These wait longer and always
- * stop what they started.
- */
-const STARTUP_MS = 60_000;
-
-async function waitHealthy(url: string, proc: Proc): Promise<void> {
-  const deadline = Date.now() + STARTUP_MS;
-  for (;;) {
-    try {
-      if ((await fetch(url)).ok) {
-        return;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (proc.child.exitCode !== null || Date.now() > deadline) {
-      await proc.stop('SIGKILL');
-      throw new Error(`${url} did not come up; output:\n${proc.output}`);
-    }
-    await sleep(50);
-  }
-}
-
-/** The built api as a real process on a free port (as startApi does, with a longer wait). */
-export async function startApi(env: Record<string, string> = {}): Promise<Api> {
-  const port = await freePort();
-  const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: String(port), ADMIN_TOKEN, ...env }));
-  const url = `http://127.0.0.1:${port}`;
-  await waitHealthy(`${url}/healthz`, proc);
-  return { url, port, proc, stop: async () => void (await proc.stop()) };
-}
-
-/** The built dispatcher as a real process on a free port (as startDispatcher does, with a longer wait). */
-export async function startDispatcher(env: Record<string, string> = {}): Promise<Dispatcher> {
-  const port = await freePort();
-  const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port), ...env }));
-  const url = `http://127.0.0.1:${port}`;
-  await waitHealthy(`${url}/healthz`, proc);
-  return { url, port, proc, stop: async (signal = 'SIGTERM') => void (await proc.stop(signal)) };
-}
-
-/**
- * A sim device agent, started as the harness's startDevice does, waiting until its presence is
- * published for every model in the pool; stopped again when it does not come online.
- */
-export async function startDevice(
-  dispatcher: Dispatcher,
-  token: string,
-  opts: DeviceOptions,
-  pool = 'network',
-): Promise<Proc> {
-  const args = ['--server', dispatcher.url, '--token', token, '--backend', 'sim', '--log-level', 'info'];
-  for (const model of opts.models) {
-    args.push('--model', model);
-  }
-  args.push('--sim-ttft-ms', String(opts.ttftMs ?? 0));
-  args.push('--sim-tokens-per-second', String(opts.tokensPerSecond ?? 0));
-  args.push('--sim-tokens', String(opts.tokens ?? 8));
-  if (opts.features) {
-    args.push('--sim-features', opts.features.length ? opts.features.join(',') : 'none');
-  }
-  args.push(...(opts.extraArgs ?? []));
-  const proc = startNode('apps/device/src/main.js', args, baseEnv());
-  const deadline = Date.now() + STARTUP_MS;
-  for (;;) {
-    try {
-      // Waits up to 15 s per call.
-      await waitOnline(pool, opts.models, token, proc);
-      return proc;
-    } catch (error) {
-      if (proc.child.exitCode !== null || Date.now() > deadline) {
-        await proc.stop('SIGKILL');
-        throw error;
-      }
-    }
-  }
-}
 
 /** One api and one dispatcher, as real processes, plus the devices a suite starts. */
 export class Relay {

@@ -25,27 +25,13 @@ import {
   waitAllTerminal,
   waitStatus,
   waitTasks,
+  within,
 } from './helpers';
 
 /** Every sim device of this suite writes replies of this many tokens. */
 const TOKENS = 12;
 /** "While Redis is down the api answers 503 quickly" (issue 7): under two seconds here. */
 const QUICKLY_MS = 2_000;
-
-/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms (a hang)`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** A timed request: the response and how long it took. */
 async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
@@ -223,9 +209,12 @@ describe('chaos: Redis and Postgres', () => {
       }
     });
 
-    it('entries written twice are relayed once; a lost entry ends the request with relay_interrupted', async () => {
+    /**
+     * A stream in flight on the Redis stack, with the direct access to its task stream that the
+     * forgery tests need: they write there what a failure would leave.
+     */
+    async function streamInFlight(prompt: string) {
       const { api, tenant, model, redis } = r;
-      const prompt = 'streams past forged entries';
       const reference = (await untilServed(prompt)).body.choices[0].message.content as string;
       const live = new LiveStream(
         `${api.url}/v1/chat/completions`,
@@ -234,79 +223,68 @@ describe('chaos: Redis and Postgres', () => {
       );
       await live.waitFor(/"content":"[^"]+"/);
       const row = await waitStatus(tenant.org.id, 'streaming', 10_000, { stream: true });
-      const conn = createRedis(redis.url);
-      try {
-        const key = keys.taskStream(row.id);
+      const key = keys.taskStream(row.id);
+      return {
+        live,
+        row,
+        reference,
+        /** Runs `fn` with a connection to the test's Redis and the task stream's key. */
+        async forge(fn: (conn: ReturnType<typeof createRedis>, key: string, attempt: number) => Promise<void>) {
+          const conn = createRedis(redis.url);
+          try {
+            const [[, fields]] = await conn.xrange(key, '-', '+', 'COUNT', 1);
+            await fn(conn, key, Number(fields[fields.indexOf('a') + 1]));
+          } finally {
+            conn.disconnect();
+          }
+        },
+        /** The client got an explicit error with this code, the row failed with it, the device serves again. */
+        async endsWith(code: string, forged: RegExp) {
+          await within(live.done, 15_000, `the stream ending with ${code}`);
+          assert.equal(assertStreamEnded(live, reference), 'error');
+          assert.equal(live.events.at(-1).error.code, code);
+          assert.doesNotMatch(live.text, forged);
+          const [ended] = await waitTasks(
+            { id: row.id },
+            (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
+            15_000,
+            'the task to end',
+          );
+          assert.equal(ended.status, 'failed');
+          assert.equal(ended.errorCode, code);
+          await untilServed(`after ${code}`);
+        },
+      };
+    }
+
+    it('entries written twice are relayed once; a lost entry ends the request with relay_interrupted', async () => {
+      const flight = await streamInFlight('streams past forged entries');
+      await flight.forge(async (conn, key, attempt) => {
         // What a write retried after a lost reply leaves: the same events again.
-        const written = await conn.xrange(key, '-', '+');
-        for (const [, fields] of written) {
+        for (const [, fields] of await conn.xrange(key, '-', '+')) {
           await conn.xadd(key, '*', ...fields);
         }
-        const seen = live.text.length;
-        await live.waitFor(new RegExp(`^[\\s\\S]{${seen}}[\\s\\S]*"content":"[^"]+"`));
+        const seen = flight.live.text.length;
+        await flight.live.waitFor(new RegExp(`^[\\s\\S]{${seen}}[\\s\\S]*"content":"[^"]+"`));
         // What an outage without persistence leaves: events missing before the next entry.
-        const attempt = Number(written[0][1][written[0][1].indexOf('a') + 1]);
         const forged = [{ type: 'delta', choices: [{ index: 0, content: 'FORGED' }] }];
         await conn.xadd(key, '*', 'a', String(attempt), 's', '100000', 'e', JSON.stringify(forged));
-      } finally {
-        conn.disconnect();
-      }
-      await within(live.done, 15_000, 'the stream with a gap');
-      assert.equal(assertStreamEnded(live, reference), 'error');
-      const last = live.events.at(-1);
-      assert.equal(last.error.code, 'relay_interrupted');
-      assert.doesNotMatch(live.text, /FORGED/);
-      const ended = await waitTasks(
-        { id: row.id },
-        (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
-        15_000,
-        'the interrupted task to end',
-      );
-      assert.equal(ended[0].status, 'failed');
-      assert.equal(ended[0].errorCode, 'relay_interrupted');
-      // The device was stopped and serves the next request.
-      await untilServed('after the forgery');
+      });
+      await flight.endsWith('relay_interrupted', /FORGED/);
     });
 
     it('output from a later attempt after some was relayed: the request ends with device_disconnected', async () => {
-      const { api, tenant, model, redis } = r;
-      const prompt = 'streams when another attempt shows up';
-      const reference = (await untilServed(prompt)).body.choices[0].message.content as string;
-      const live = new LiveStream(
-        `${api.url}/v1/chat/completions`,
-        tenant.key,
-        chatBody(model, prompt, { stream: true }),
-      );
-      await live.waitFor(/"content":"[^"]+"/);
-      const row = await waitStatus(tenant.org.id, 'streaming', 10_000, { stream: true });
-      const conn = createRedis(redis.url);
-      try {
+      const flight = await streamInFlight('streams when another attempt shows up');
+      await flight.forge(async (conn, key, attempt) => {
         // What a second dispatcher would write had it claimed the job again (a stalled job whose
         // first token was not yet recorded): its own assignment, counting from 0.
-        const key = keys.taskStream(row.id);
-        const [[, fields]] = await conn.xrange(key, '-', '+', 'COUNT', 1);
-        const attempt = Number(fields[fields.indexOf('a') + 1]);
         const events = [
-          { type: 'assigned', device_id: row.deviceId, attempt: attempt + 1 },
+          { type: 'assigned', device_id: flight.row.deviceId, attempt: attempt + 1 },
           { type: 'delta', choices: [{ index: 0, content: 'SECOND' }] },
         ];
         await conn.xadd(key, '*', 'a', String(attempt + 1), 's', '0', 'e', JSON.stringify(events));
-      } finally {
-        conn.disconnect();
-      }
-      await within(live.done, 15_000, 'the stream with a second attempt');
-      assert.equal(assertStreamEnded(live, reference), 'error');
-      assert.equal(live.events.at(-1).error.code, 'device_disconnected');
-      assert.doesNotMatch(live.text, /SECOND/);
-      const [ended] = await waitTasks(
-        { id: row.id },
-        (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
-        15_000,
-        'the task to end',
-      );
-      assert.equal(ended.status, 'failed');
-      assert.equal(ended.errorCode, 'device_disconnected');
-      await untilServed('after the second attempt');
+      });
+      await flight.endsWith('device_disconnected', /SECOND/);
     });
 
     it('restarted without persistence and down past the drain delay: 503 quickly, explicit endings, serves again by itself', async () => {

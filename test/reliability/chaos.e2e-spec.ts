@@ -17,6 +17,7 @@ import {
   waitOnline,
   waitStatus,
   waitTasks,
+  within,
 } from './helpers';
 
 /** Every sim device of this suite writes replies of this many tokens, so any of them gives the same answer. */
@@ -26,21 +27,6 @@ const TOKENS = 20;
  * and a stalled-job check (every 15 s) has seen it: up to about 45 s, plus the answer itself.
  */
 const RECOVERY_MS = 75_000;
-
-/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * Chaos among the servers: two api and two dispatcher instances serving at once, and a dispatcher

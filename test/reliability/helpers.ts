@@ -6,7 +6,18 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { createRedis, keys, sha256Hex } from '@app/common';
-import { ADMIN_TOKEN, DATABASE_URL, Proc, REDIS_URL, baseEnv, db, freePort, sleep, startNode } from '../support/stack';
+import {
+  ADMIN_TOKEN,
+  DATABASE_URL,
+  Proc,
+  REDIS_URL,
+  baseEnv,
+  db,
+  freePort,
+  simDeviceArgs,
+  sleep,
+  startNode,
+} from '../support/stack';
 import type { Api, DeviceOptions, Dispatcher } from '../support/stack';
 
 /**
@@ -111,18 +122,7 @@ export async function startDevice(
   opts: DeviceOptions,
   where: { pool?: string; redisUrl?: string; wait?: boolean } = {},
 ): Promise<Proc> {
-  const args = ['--server', server, '--token', token, '--backend', 'sim', '--log-level', 'info'];
-  for (const model of opts.models) {
-    args.push('--model', model);
-  }
-  args.push('--sim-ttft-ms', String(opts.ttftMs ?? 0));
-  args.push('--sim-tokens-per-second', String(opts.tokensPerSecond ?? 0));
-  args.push('--sim-tokens', String(opts.tokens ?? 8));
-  if (opts.features) {
-    args.push('--sim-features', opts.features.length ? opts.features.join(',') : 'none');
-  }
-  args.push(...(opts.extraArgs ?? []));
-  const proc = startNode('apps/device/src/main.js', args, baseEnv());
+  const proc = startNode('apps/device/src/main.js', simDeviceArgs(server, token, opts), baseEnv());
   if (where.wait === false) {
     return proc;
   }
@@ -624,5 +624,20 @@ export class FakeDevice {
 
   close(): void {
     this.socket.disconnect();
+  }
+}
+
+/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms (a hang)`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -238,17 +238,9 @@ export interface DeviceOptions {
   extraArgs?: string[];
 }
 
-/**
- * Starts a real device agent with the sim backend and waits until the dispatcher has it online for
- * every model (its presence is published), so that requests can be routed to it.
- */
-export async function startDevice(
-  dispatcher: Dispatcher,
-  token: string,
-  opts: DeviceOptions,
-  pool = 'network',
-): Promise<Proc> {
-  const args = ['--server', dispatcher.url, '--token', token, '--backend', 'sim', '--log-level', 'info'];
+/** The switchyard-device arguments of a sim device. */
+export function simDeviceArgs(server: string, token: string, opts: DeviceOptions): string[] {
+  const args = ['--server', server, '--token', token, '--backend', 'sim', '--log-level', 'info'];
   for (const model of opts.models) {
     args.push('--model', model);
   }
@@ -259,7 +251,20 @@ export async function startDevice(
     args.push('--sim-features', opts.features.length ? opts.features.join(',') : 'none');
   }
   args.push(...(opts.extraArgs ?? []));
-  const proc = startNode('apps/device/src/main.js', args, baseEnv());
+  return args;
+}
+
+/**
+ * Starts a real device agent with the sim backend and waits until the dispatcher has it online for
+ * every model (its presence is published), so that requests can be routed to it.
+ */
+export async function startDevice(
+  dispatcher: Dispatcher,
+  token: string,
+  opts: DeviceOptions,
+  pool = 'network',
+): Promise<Proc> {
+  const proc = startNode('apps/device/src/main.js', simDeviceArgs(dispatcher.url, token, opts), baseEnv());
   try {
     await waitOnline(pool, opts.models, token, proc);
   } catch (error) {

@@ -1,9 +1,10 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta, Feature, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
-import type { Backend, BackendResult, BackendTask, DeltaSink } from './backend';
+import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { BackendError, cancelledError } from './backend';
 import { badResponse, endpoint, failure, getJson, readLines, send, streamError } from './upstream/http-client';
 import type { ProbeResult } from './upstream/upstream-monitor';
+import { UpstreamBackend } from './upstream/upstream-backend';
 import { UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
 import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, tokenLogprob, toolCallId, watched } from './upstream/upstream-options';
@@ -231,10 +232,10 @@ export class OllamaChatStream {
 }
 
 /** Serves tasks through a local Ollama's /api/chat, streaming its NDJSON answer. */
-export class OllamaBackend implements Backend {
+export class OllamaBackend extends UpstreamBackend {
   readonly name = 'ollama';
   private readonly base: URL;
-  private readonly monitor: UpstreamMonitor;
+  protected readonly monitor: UpstreamMonitor;
   /** Models that refused a `think` level; they get `think: true`. */
   private readonly booleanThink = new Set<string>();
 
@@ -242,6 +243,7 @@ export class OllamaBackend implements Backend {
     private readonly options: UpstreamOptions,
     logger: Logger,
   ) {
+    super();
     this.base = new URL(options.upstream);
     this.monitor = new UpstreamMonitor({
       backend: this.name,
@@ -256,26 +258,6 @@ export class OllamaBackend implements Backend {
       aliases: (name) => (name.includes(':') ? [name] : [name, `${name}:latest`]),
       logger,
     });
-  }
-
-  get features(): Feature[] {
-    return this.monitor.features();
-  }
-
-  models(): string[] {
-    return this.monitor.models();
-  }
-
-  available(): boolean {
-    return this.monitor.available();
-  }
-
-  start(onChange: () => void): Promise<void> {
-    return this.monitor.start(onChange);
-  }
-
-  stop(): void {
-    this.monitor.stop();
   }
 
   /** GET /api/version (which features this Ollama has) and GET /api/tags (which models). */

@@ -8,7 +8,7 @@ import type {
   ToolCall,
   Usage,
 } from '@app/common/protocol/chat';
-import type { Backend, BackendResult, BackendTask, DeltaSink } from './backend';
+import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { BackendError, cancelledError } from './backend';
 import {
   badResponse,
@@ -24,6 +24,7 @@ import {
 import { SseDecoder } from './upstream/sse';
 import type { SseEvent } from './upstream/sse';
 import type { ProbeResult } from './upstream/upstream-monitor';
+import { UpstreamBackend } from './upstream/upstream-backend';
 import { UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
 import {
@@ -331,15 +332,16 @@ export class OpenAIChatStream {
 }
 
 /** Serves tasks through an OpenAI-compatible server's /chat/completions (llama.cpp, vLLM, LM Studio). */
-export class OpenAIBackend implements Backend {
+export class OpenAIBackend extends UpstreamBackend {
   readonly name = 'openai';
   private readonly base: URL;
-  private readonly monitor: UpstreamMonitor;
+  protected readonly monitor: UpstreamMonitor;
 
   constructor(
     private readonly options: UpstreamOptions,
     logger: Logger,
   ) {
+    super();
     this.base = new URL(options.upstream);
     this.monitor = new UpstreamMonitor({
       backend: this.name,
@@ -352,26 +354,6 @@ export class OpenAIBackend implements Backend {
       probe: (signal) => this.probe(signal),
       logger,
     });
-  }
-
-  get features(): Feature[] {
-    return this.monitor.features();
-  }
-
-  models(): string[] {
-    return this.monitor.models();
-  }
-
-  available(): boolean {
-    return this.monitor.available();
-  }
-
-  start(onChange: () => void): Promise<void> {
-    return this.monitor.start(onChange);
-  }
-
-  stop(): void {
-    this.monitor.stop();
   }
 
   /** GET {upstream}/models: the models, and from their `owned_by` which server this is. */

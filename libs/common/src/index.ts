@@ -18,3 +18,4 @@ export * from './metrics/metrics';
 export * from './lifecycle/shutdown';
 export * from './batching/coalescer';
 export * from './prisma/pg.service';
+export * from './retry/retrying';

@@ -34,34 +34,37 @@ const UNREACHABLE =
   /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|Can't reach database|Connection terminated|timeout exceeded when trying to connect|Server has closed the connection/i;
 const UNREACHABLE_PRISMA_CODES = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
 
-function isDependencyDown(error: unknown, depth = 0): boolean {
-  if (!error || typeof error !== 'object' || depth > 4) {
-    return false;
+/** Whether the error, or one of its causes, passes the test. */
+function anyCause(
+  error: unknown,
+  test: (e: { name?: unknown; message?: unknown; code?: unknown }) => boolean,
+): boolean {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth <= 4; depth++) {
+    if (test(e)) {
+      return true;
+    }
+    e = (e as { cause?: unknown }).cause;
   }
-  const e = error as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown };
-  if (e.name === 'MaxRetriesPerRequestError' || (typeof e.code === 'string' && UNREACHABLE_PRISMA_CODES.has(e.code))) {
-    return true;
-  }
-  if (typeof e.message === 'string' && UNREACHABLE.test(e.message)) {
-    return true;
-  }
-  return isDependencyDown(e.cause, depth + 1);
+  return false;
 }
 
+const isDependencyDown = (error: unknown) =>
+  anyCause(
+    error,
+    (e) =>
+      e.name === 'MaxRetriesPerRequestError' ||
+      (typeof e.code === 'string' && UNREACHABLE_PRISMA_CODES.has(e.code)) ||
+      (typeof e.message === 'string' && UNREACHABLE.test(e.message)),
+  );
+
 /** Postgres refuses NUL in text (SQLSTATE 22021): a string the client sent, so a 400, not a 500. */
-function hasNulByte(error: unknown, depth = 0): boolean {
-  if (!error || typeof error !== 'object' || depth > 4) {
-    return false;
-  }
-  const e = error as { code?: unknown; message?: unknown; cause?: unknown };
-  if (
-    e.code === '22021' ||
-    (typeof e.message === 'string' && /invalid byte sequence for encoding "UTF8": 0x00/.test(e.message))
-  ) {
-    return true;
-  }
-  return hasNulByte(e.cause, depth + 1);
-}
+const hasNulByte = (error: unknown) =>
+  anyCause(
+    error,
+    (e) =>
+      e.code === '22021' ||
+      (typeof e.message === 'string' && /invalid byte sequence for encoding "UTF8": 0x00/.test(e.message)),
+  );
 
 function toAppError(error: unknown): AppError | null {
   if (error instanceof AppError) {

@@ -6,6 +6,7 @@ import {
   APP_CONFIG,
   AppError,
   Coalescer,
+  DISCONNECTED_MID_ANSWER,
   LOGGER,
   PrismaService,
   keys,
@@ -36,8 +37,6 @@ export interface RelayRequest {
 
 const RELAY_INTERRUPTED =
   'Part of the answer was lost between the device and this server (Redis was unavailable); the request was stopped. Retry it.';
-
-const DISCONNECTED_MID_ANSWER = 'The device serving this request disconnected before finishing its answer.';
 
 /** Under load, the task rows of concurrent requests are inserted together at most this often. */
 const INSERT_WINDOW_MS = 2;
@@ -265,9 +264,7 @@ export class RelayService {
       if (entry.attempt > flight.attempt) {
         if (flight.firstOutputAt !== null) {
           // Output of the earlier attempt reached the client: another device cannot continue it.
-          void this.failFlight(flight, 'failed', 'device_disconnected', 502, DISCONNECTED_MID_ANSWER).catch(
-            (err: unknown) => this.logger.error({ err, task: flight.task.address }, 'could not end the task'),
-          );
+          void this.failFlight(flight, 'failed', 'device_disconnected', 502, DISCONNECTED_MID_ANSWER);
           return;
         }
         flight.attempt = entry.attempt;
@@ -278,7 +275,7 @@ export class RelayService {
           { task: flight.task.address, attempt: entry.attempt, seq: entry.seq, expected: flight.nextSeq },
           'events of the task were lost on the way (Redis): ending it',
         );
-        void this.interrupt(flight);
+        void this.failFlight(flight, 'failed', 'relay_interrupted', 502, RELAY_INTERRUPTED);
         return;
       }
       events = events.slice(flight.nextSeq - entry.seq);
@@ -287,12 +284,6 @@ export class RelayService {
     for (const event of events) {
       this.onEvent(flight, event);
     }
-  }
-
-  private async interrupt(flight: Flight): Promise<void> {
-    await this.failFlight(flight, 'failed', 'relay_interrupted', 502, RELAY_INTERRUPTED).catch((err: unknown) => {
-      this.logger.error({ err, task: flight.task.address }, 'could not end an interrupted task');
-    });
   }
 
   private onEvent(flight: Flight, event: TaskEvent): void {
@@ -389,7 +380,8 @@ export class RelayService {
    * Ends the task with an error the api decided and tells the client. With `onlyFrom: 'queued'`
    * nothing happens unless the task still waits. Otherwise a task whose row is already terminal
    * (it ended, but its last events never arrived) still ends here: the client gets an explicit
-   * `relay_interrupted` error instead of waiting forever.
+   * `relay_interrupted` error instead of waiting forever. Never rejects: what cannot be recorded now
+   * is logged and left to the orphan check.
    */
   private async failFlight(
     flight: Flight,

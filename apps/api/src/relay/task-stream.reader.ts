@@ -74,18 +74,10 @@ export class TaskStreamReader implements OnApplicationShutdown {
     }
     this.interruptTimer = setTimeout(() => {
       this.interruptTimer = null;
-      void this.interrupt();
+      if (this.reading && this.clientId !== null) {
+        void this.redis.client('UNBLOCK', this.clientId).catch(() => undefined);
+      }
     }, READ_WINDOW_MS);
-  }
-
-  private async interrupt(): Promise<void> {
-    if (this.wake) {
-      this.wake();
-      return;
-    }
-    if (this.reading && this.clientId !== null) {
-      await this.redis.client('UNBLOCK', this.clientId).catch(() => undefined);
-    }
   }
 
   private async run(): Promise<void> {

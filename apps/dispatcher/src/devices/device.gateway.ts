@@ -133,7 +133,7 @@ export class DeviceGateway implements OnApplicationShutdown {
         'device announced',
       );
       void this.presence.publish(session).then(
-        () => this.dispatch.kick(session, undefined, true),
+        () => this.dispatch.kick(session, 'all'),
         (err: unknown) => this.logger.error({ err }, 'presence update failed'),
       );
     });

@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, JOB_LOCK_MS, LOGGER, keys } from '@app/common';
+import { APP_CONFIG, DISCONNECTED_MID_ANSWER, JOB_LOCK_MS, LOGGER, keys, retrying } from '@app/common';
 import type { AppConfig, ChatJobData, DeltaPayload, DonePayload, Logger, TaskErrorPayload } from '@app/common';
 import { DeviceRegistry } from '../devices/device-registry.service';
 import type { ActiveTask, DeviceSession } from '../devices/device-session';
@@ -138,30 +138,30 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Looks for a job for an idle device: in the queues it is given, then in its other queues that
-   * have jobs announced and not yet taken here (all of them with `everywhere`, for a device that
-   * just came). At most one fetch per device is under way.
+   * have jobs announced and not yet taken here; in all its queues with `'all'` (a device that just
+   * came). At most one fetch per device is under way.
    */
-  kick(device: DeviceSession, given: readonly string[] = [], everywhere = false): void {
+  kick(device: DeviceSession, given: readonly string[] | 'all' = []): void {
     if (this.draining || !device.idle || device.fetching) {
       return;
     }
     device.fetching = true;
-    void this.fetchFor(device, given, everywhere)
+    void this.fetchFor(device, given)
       .catch((err: unknown) => this.logger.error({ err, deviceId: device.id }, 'fetch failed'))
       .finally(() => {
         device.fetching = false;
       });
   }
 
-  private async fetchFor(device: DeviceSession, given: readonly string[], everywhere: boolean): Promise<void> {
+  private async fetchFor(device: DeviceSession, given: readonly string[] | 'all'): Promise<void> {
     const queues = device.queues();
-    const order = [...given.filter((q) => queues.includes(q)), ...queues.filter((q) => !given.includes(q))];
-    for (const queue of order) {
+    const first = given === 'all' ? queues : given.filter((q) => queues.includes(q));
+    for (const queue of [...first, ...queues.filter((q) => !first.includes(q))]) {
       if (!device.idle) {
         return;
       }
       const before = this.announced.get(queue) ?? 0;
-      if (!given.includes(queue) && !everywhere && before === 0) {
+      if (before === 0 && !first.includes(queue)) {
         continue;
       }
       const token = `${device.id}:${randomUUID()}`;
@@ -174,7 +174,6 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
       } else {
         this.announced.delete(queue);
       }
-      this.logger.debug({ deviceId: device.id, queue, before, left, found: job?.id ?? null }, 'fetched');
       if (!job) {
         // Empty: what was announced before was taken elsewhere.
         continue;
@@ -524,21 +523,6 @@ export class DispatchService implements OnModuleInit, OnApplicationShutdown {
   }
 }
 
-/** Calls `fn` until it does not throw, for at most `budgetMs`; the last failure is thrown. */
-async function retrying<T>(fn: () => Promise<T>, budgetMs: number): Promise<T> {
-  const deadline = Date.now() + budgetMs;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() + delay >= deadline) {
-        throw err;
-      }
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
-}
-
 /** What a task had relayed, for its row: the output's hash and when it began. */
 function outputOf(task: ActiveTask): { sha256: string; firstTokenAt: Date } | null {
   return task.firstTokenAt ? { sha256: task.output.digest('hex'), firstTokenAt: task.firstTokenAt } : null;
@@ -560,7 +544,7 @@ function disconnectedMidAnswer() {
   return {
     type: 'error' as const,
     code: 'device_disconnected',
-    message: 'The device serving this request disconnected before finishing its answer.',
+    message: DISCONNECTED_MID_ANSWER,
     status: 502,
   };
 }

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, Coalescer, LOGGER, TASK_STREAM_TTL_S, encodeStreamEntry, keys } from '@app/common';
+import { APP_CONFIG, Coalescer, LOGGER, TASK_STREAM_TTL_S, encodeStreamEntry, keys, retrying } from '@app/common';
 import type { AppConfig, Logger, TaskEvent } from '@app/common';
 import { REDIS } from '../redis.providers';
 
@@ -18,9 +18,8 @@ interface PendingEntry {
 
 /** Most events in one stream entry (a burst of tokens from a fast device). */
 const MAX_BATCH = 256;
-/** Retry delays while Redis is unreachable: doubling from the first to the last. */
+/** The first wait before writing again while Redis is unreachable (then doubling, see retrying). */
 const RETRY_FIRST_MS = 50;
-const RETRY_MAX_MS = 1_000;
 
 /**
  * The events of one task from this dispatcher, in order. Each event gets the next sequence number
@@ -34,7 +33,6 @@ export class TaskWriter {
   private closed = false;
   /** Whether the stream's expiry is known to be set (it is set again after a failed write). */
   private expirySet = false;
-  private failingSince: number | null = null;
   private idle: Promise<void> = Promise.resolve();
   private settle: (() => void) | null = null;
 
@@ -77,30 +75,38 @@ export class TaskWriter {
    */
   private async drain(): Promise<void> {
     while (this.pending.length > 0) {
-      const batch = this.pending.slice(0, MAX_BATCH);
+      let written = 0;
       try {
-        await this.owner.write(this.taskId, encodeStreamEntry(this.attempt, this.pendingSeq, batch), !this.expirySet);
-        this.expirySet = true;
-        this.failingSince = null;
-        this.pending.splice(0, batch.length);
-        this.pendingSeq += batch.length;
+        await retrying(
+          async () => {
+            // Whatever piled up during a failed try goes out with the retry.
+            const batch = this.pending.slice(0, MAX_BATCH);
+            const fields = encodeStreamEntry(this.attempt, this.pendingSeq, batch);
+            try {
+              await this.owner.write(this.taskId, fields, !this.expirySet);
+            } catch (err) {
+              // Redis may have lost the stream with its expiry: set it again with the retry.
+              this.expirySet = false;
+              throw err;
+            }
+            written = batch.length;
+          },
+          this.owner.giveUpMs,
+          RETRY_FIRST_MS,
+        );
       } catch (err) {
-        this.expirySet = false;
-        const now = Date.now();
-        this.failingSince ??= now;
-        if (now - this.failingSince >= this.owner.giveUpMs) {
-          this.owner.logger.error(
-            { err: (err as Error).message, taskId: this.taskId, events: this.pending.length },
-            'task events could not be written to Redis: given up',
-          );
-          this.pending = [];
-          this.closed = true;
-          this.onLost?.();
-          break;
-        }
-        const failures = Math.max(1, Math.round((now - this.failingSince) / RETRY_FIRST_MS));
-        await new Promise((r) => setTimeout(r, Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * failures)));
+        this.owner.logger.error(
+          { err: (err as Error).message, taskId: this.taskId, events: this.pending.length },
+          'task events could not be written to Redis: given up',
+        );
+        this.pending = [];
+        this.closed = true;
+        this.onLost?.();
+        break;
       }
+      this.expirySet = true;
+      this.pending.splice(0, written);
+      this.pendingSeq += written;
     }
     this.writing = false;
     this.owner.busy.delete(this);

@@ -5,10 +5,6 @@ import type { FinishReason, Logger, Usage } from '@app/common';
 export type ClaimResult = { claimed: true; attempts: number } | { claimed: false; status: string | null };
 
 /**
- * The dispatcher's writes to task rows. Every transition is a conditional update on the status it
- * expects, so that a cancel, a timeout or another dispatcher racing with us cannot be overwritten.
- */
-/**
  * How long a task's move to `streaming` waits to be written. Most short answers complete within it,
  * and their completion records the first token itself: one statement instead of two. Those that
  * stream longer are moved together, one statement per window.
@@ -25,6 +21,10 @@ interface Completion {
   firstTokenAt: Date | null;
 }
 
+/**
+ * The dispatcher's writes to task rows. Every transition is a conditional update on the status it
+ * expects, so that a cancel, a timeout or another dispatcher racing with us cannot be overwritten.
+ */
 @Injectable()
 export class TaskRecordsService {
   /** First-token times waiting to be written, by task id. */
@@ -72,11 +72,7 @@ export class TaskRecordsService {
     const claimed = new Map(rows.map((r) => [r.id, r.attempts]));
     const results: (number | null)[] = [];
     for (const [i, c] of batch.entries()) {
-      if (first.get(c.taskId) === i) {
-        results.push(claimed.get(c.taskId) ?? null);
-      } else {
-        results.push((await this.claimBatch([c]))[0]);
-      }
+      results.push(first.get(c.taskId) === i ? (claimed.get(c.taskId) ?? null) : (await this.claimBatch([c]))[0]);
     }
     return results;
   }
@@ -129,17 +125,13 @@ export class TaskRecordsService {
   }
 
   /** Records a finished task; false when something else (a timeout, a cancel) ended it first. */
-  async complete(
-    taskId: string,
-    result: { finishReason: FinishReason; usage: Usage | null; outputSha256: string; firstTokenAt: Date | null },
-  ): Promise<boolean> {
+  async complete(taskId: string, result: Omit<Completion, 'taskId'>): Promise<boolean> {
     this.streaming.delete(taskId);
-    const count = await this.completions.submit({ taskId, ...result });
-    return count === 1;
+    return this.completions.submit({ taskId, ...result });
   }
 
   /** The completions of one window in one statement: whether each task was completed by it. */
-  private async completeBatch(batch: Completion[]): Promise<number[]> {
+  private async completeBatch(batch: Completion[]): Promise<boolean[]> {
     const { rows } = await this.db.sql<{ id: string }>(
       `UPDATE tasks t SET status = 'completed', finish_reason = v.finish_reason, prompt_tokens = v.prompt_tokens,
          completion_tokens = v.completion_tokens, output_sha256 = v.output_sha256,
@@ -158,7 +150,7 @@ export class TaskRecordsService {
       ],
     );
     const done = new Set(rows.map((r) => r.id));
-    return batch.map((c) => (done.has(c.taskId) ? 1 : 0));
+    return batch.map((c) => done.has(c.taskId));
   }
 
   /**
@@ -213,7 +205,6 @@ export class TaskRecordsService {
        WHERE id = $1 AND status IN ('queued', 'assigned', 'streaming')`,
       [taskId, status, errorCode, output?.sha256 ?? null, output?.firstTokenAt ?? null],
     );
-    const count = rowCount;
-    return count === 1;
+    return rowCount === 1;
   }
 }

@@ -13,9 +13,10 @@ export function createPool(databaseUrl: string): Pool {
 }
 
 /**
- * Plain SQL on a pg pool, for the dispatcher: its statements are few, fixed and on every request's
- * path, and without Prisma the process neither loads nor runs its query engine (memory, CPU; see
- * docs/benchmarks.md). The schema and migrations stay Prisma's.
+ * Plain SQL on a pg pool. The dispatcher uses nothing else: its statements are few, fixed and on
+ * every request's path, and without Prisma the process neither loads nor runs its query engine
+ * (memory, CPU; see docs/benchmarks.md). PrismaService builds on it. The schema and migrations stay
+ * Prisma's.
  */
 @Injectable()
 export class PgService implements OnModuleDestroy {

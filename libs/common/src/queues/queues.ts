@@ -77,6 +77,9 @@ export type TaskEvent =
     }
   | { type: 'error'; code: string; message: string; status: number };
 
+/** The error message of a task whose device left after part of the answer reached the client. */
+export const DISCONNECTED_MID_ANSWER = 'The device serving this request disconnected before finishing its answer.';
+
 /**
  * One entry of a task stream: a batch of events in order. Entries from an assignment carry its
  * attempt number and the sequence number of their first event (each attempt counts from 0), so a

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
 import { originOf, summarizeProfile } from './profile';
 
 /** A tiny call tree: root → handler → { parse, (garbage collector) }, plus (idle). */
@@ -40,18 +39,12 @@ describe('bench profile summary', () => {
       const summary = summarizeProfile(writeProfile(dir), '/repo');
       assert.equal(summary.totalMs, 1);
       assert.equal(summary.busyMs, 0.5);
-      assert.deepEqual(
-        summary.top.map((f) => [f.frame, f.percent]),
-        [
-          ['parse node_modules/@scope/pkg/index.js:1', 60],
-          ['handler dist/apps/api/src/x.js:10', 20],
-          ['(garbage collector)', 20],
-        ],
-      );
-      assert.deepEqual(
-        summary.byOrigin.map((o) => o.origin),
-        ['@scope/pkg', 'switchyard', '(garbage collector)'],
-      );
+      expect(summary.top.map((f) => [f.frame, f.percent])).toEqual([
+        ['parse node_modules/@scope/pkg/index.js:1', 60],
+        ['handler dist/apps/api/src/x.js:10', 20],
+        ['(garbage collector)', 20],
+      ]);
+      expect(summary.byOrigin.map((o) => o.origin)).toEqual(['@scope/pkg', 'switchyard', '(garbage collector)']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -62,10 +55,7 @@ describe('bench profile summary', () => {
     try {
       // Sample times: 1000, 1150, 1300, 1400, 1500, 1750: keep 1300 and 1400 (handler, GC).
       const summary = summarizeProfile(writeProfile(dir), '/repo', { startUs: 1_250, endUs: 1_450 });
-      assert.deepEqual(
-        summary.top.map((f) => f.frame),
-        ['handler dist/apps/api/src/x.js:10', '(garbage collector)'],
-      );
+      expect(summary.top.map((f) => f.frame)).toEqual(['handler dist/apps/api/src/x.js:10', '(garbage collector)']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { median, percentile, round, sortNumbers, summarize } from './stats';
 
 describe('bench stats', () => {
@@ -14,7 +13,7 @@ describe('bench stats', () => {
   });
 
   it('sorts numerically, not as strings', () => {
-    assert.deepEqual(sortNumbers([10, 9, 100, 1.5]), [1.5, 9, 10, 100]);
+    expect(sortNumbers([10, 9, 100, 1.5])).toEqual([1.5, 9, 10, 100]);
     assert.equal(median([3, 1, 2, 100]), 2.5);
   });
 

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq, waitOnline } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { chat, startRuntimeDevice, taskRow, waitOffline } from './support/device';
@@ -15,7 +14,7 @@ describe('upstream down and back', () => {
   const server = new FakeOpenAI(['qwen2.5-7b-instruct']);
   const models = { ollama: uniq('avail-ollama'), openai: uniq('avail-openai') };
 
-  before(async () => {
+  beforeAll(async () => {
     await Promise.all([ollama.start(), server.start()]);
     ollama.handlers.set('*', FakeOllama.reply({ content: ['Up', '.'] }));
     server.handlers.set('*', FakeOpenAI.reply({ choices: [['Up', '.']] }));
@@ -23,7 +22,7 @@ describe('upstream down and back', () => {
     tenant = await createTenant(Object.values(models));
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([...devices.map((d) => d.stop()), api?.stop(), dispatcher?.stop(), ollama.stop(), server.stop()]);
     await closeDb();
   });
@@ -47,7 +46,7 @@ describe('upstream down and back', () => {
 
     // Back on the same port: the health probe finds it and the device announces itself available.
     await ollama.start(ollama.port);
-    await waitOnline('network', [models.ollama], token, device);
+    await waitOnline([models.ollama], token, { proc: device });
     const up = await chat(api, tenant, { model: models.ollama });
     assert.equal(up.status, 200, up.text);
     assert.equal(up.body.choices[0].message.content, 'Up.');
@@ -83,7 +82,7 @@ describe('upstream down and back', () => {
     assert.equal(down.body.error.code, 'no_device_available');
 
     await server.start(server.port);
-    await waitOnline('network', [models.openai], token, device);
+    await waitOnline([models.openai], token, { proc: device });
     const up = await chat(api, tenant, { model: models.openai });
     assert.equal(up.status, 200, up.text);
     assert.equal(device.child.exitCode, null);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { createRedis, keys } from '@app/common';
 import {
   REDIS_URL,
@@ -32,7 +31,7 @@ describe('model discovery', () => {
   const pinnedRuntime = new FakeOllama(['pinned-upstream:1b']);
   let tenant: Tenant;
 
-  before(async () => {
+  beforeAll(async () => {
     await Promise.all([ollama.start(), server.start(), pinnedRuntime.start()]);
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
     tenant = await createTenant([...names.ollama, ...names.openai, ...names.explicit]);
@@ -41,7 +40,7 @@ describe('model discovery', () => {
     pinnedRuntime.handlers.set('*', FakeOllama.reply({ content: ['Pinned', '.'] }));
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([
       ...devices.map((d) => d.stop()),
       api?.stop(),
@@ -113,7 +112,7 @@ describe('model discovery', () => {
     while (tagsSeen() < before + 2) {
       await sleep(50);
     }
-    await waitOnline('network', [pinned], token, device);
+    await waitOnline([pinned], token, { proc: device });
     const redis = createRedis(REDIS_URL);
     try {
       const gammaPresence = await redis.zrangebyscore(keys.presence('network', gamma), Date.now(), '+inf');

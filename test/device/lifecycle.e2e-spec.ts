@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { closeDb, createDevice, createTenant, freePort, sleep, startApi, uniq, waitTerminal } from '../support/stack';
+import {
+  closeDb,
+  createDevice,
+  createTenant,
+  sleep,
+  startApi,
+  startDispatcher,
+  uniq,
+  waitTerminal,
+} from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
-import { chat, completionsUrl, startDispatcherOn, startRuntimeDevice, taskRow, waitStatus } from './support/device';
+import { chat, completionsUrl, startRuntimeDevice, taskRow, waitStatus } from './support/device';
 import type { Recorded } from './support/fake-runtimes';
 import { FakeOllama } from './support/fake-runtimes';
 
@@ -25,17 +33,14 @@ describe('agent lifecycle with a runtime', () => {
   const model = uniq('lifecycle');
   const words = (n: number) => Array.from({ length: n }, (_, i) => (i === 0 ? 'w0' : ` w${i}`));
 
-  before(async () => {
+  beforeAll(async () => {
     await ollama.start();
     // The api ends a task whose dispatcher vanished after this much silence.
-    [api, dispatcher] = await Promise.all([
-      startApi({ TASK_IDLE_TIMEOUT_MS: '3000' }),
-      freePort().then((port) => startDispatcherOn(port)),
-    ]);
+    [api, dispatcher] = await Promise.all([startApi({ TASK_IDLE_TIMEOUT_MS: '3000' }), startDispatcher()]);
     tenant = await createTenant([model]);
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([...procs.map((p) => p.stop('SIGKILL')), api?.stop(), dispatcher?.stop(), ollama.stop()]);
     await closeDb();
   });
@@ -68,7 +73,7 @@ describe('agent lifecycle with a runtime', () => {
     dispatcher.proc.child.kill('SIGKILL');
     await dispatcher.proc.exited;
     // Back on the same port while the rest is checked, as a supervisor would restart it.
-    const restarted = startDispatcherOn(dispatcher.port);
+    const restarted = startDispatcher({}, dispatcher.port);
     // The agent drops the task with its connection, and stops the runtime.
     await waitClosed(rec);
     assert.equal(rec.completed, false);

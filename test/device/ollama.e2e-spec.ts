@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -19,7 +18,7 @@ describe('device agent with Ollama', () => {
   const qwen = uniq('Qwen/Qwen3-8B');
   const apiKey = 'upstream-secret-7f3a9c';
 
-  before(async () => {
+  beforeAll(async () => {
     await ollama.start();
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
     tenant = await createTenant([llama, qwen]);
@@ -32,7 +31,7 @@ describe('device agent with Ollama', () => {
     });
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop(), ollama.stop()]);
     await closeDb();
   });
@@ -83,7 +82,7 @@ describe('device agent with Ollama', () => {
       reasoning_effort: 'medium',
     });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(ollama.lastChat().body, {
+    expect(ollama.lastChat().body).toEqual({
       model: 'llama3.2:3b',
       messages: [
         { role: 'system', content: 'You are terse.' },
@@ -114,7 +113,7 @@ describe('device agent with Ollama', () => {
     assert.equal(choice.message.content, '{"answer":"21 degrees"}');
     assert.equal(choice.message.reasoning_content, 'Checking the tool result.');
     assert.equal(choice.finish_reason, 'stop');
-    assert.deepEqual(res.body.usage, { prompt_tokens: 42, completion_tokens: 9, total_tokens: 51 });
+    expect(res.body.usage).toEqual({ prompt_tokens: 42, completion_tokens: 9, total_tokens: 51 });
     assert.equal(res.body.model, llama);
     const row = await taskRow(tenant, res.body.task_address);
     assert.equal(row.status, 'completed');
@@ -136,16 +135,16 @@ describe('device agent with Ollama', () => {
       messages: [{ role: 'user', content: 'Count.' }],
     });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(ollama.lastChat().body.options, { num_predict: 3 });
+    expect(ollama.lastChat().body.options).toEqual({ num_predict: 3 });
     const pieces = res.events
       .filter((e) => e !== '[DONE]')
       .flatMap((e) => e.choices)
       .map((c: any) => c.delta?.content)
       .filter((c: unknown) => typeof c === 'string' && c !== '');
-    assert.deepEqual(pieces, ['One', ' two', ' three']);
+    expect(pieces).toEqual(['One', ' two', ' three']);
     const finish = res.events.flatMap((e) => (e === '[DONE]' ? [] : e.choices)).find((c: any) => c.finish_reason);
     assert.equal(finish.finish_reason, 'length');
-    assert.deepEqual(res.events.at(-2).usage, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
+    expect(res.events.at(-2).usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
     assert.equal(res.events.at(-1), '[DONE]');
   });
 
@@ -163,7 +162,7 @@ describe('device agent with Ollama', () => {
     assert.equal(message.content, null);
     assert.equal(message.tool_calls.length, 1);
     assert.match(message.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
-    assert.deepEqual(message.tool_calls[0].function, { name: 'get_weather', arguments: '{"city":"Paris","days":2}' });
+    expect(message.tool_calls[0].function).toEqual({ name: 'get_weather', arguments: '{"city":"Paris","days":2}' });
     assert.equal(res.body.choices[0].finish_reason, 'tool_calls');
   });
 
@@ -194,22 +193,20 @@ describe('device agent with Ollama', () => {
     const first = await chat(api, tenant, { model: qwen, reasoning_effort: 'low' });
     assert.equal(first.status, 200, first.text);
     assert.equal(first.body.choices[0].message.reasoning_content, 'Hmm.');
-    assert.deepEqual(
+    expect(
       ollama
         .chats()
         .slice(before)
         .map((r) => r.body.think),
-      ['low', true],
-    );
+    ).toEqual(['low', true]);
     const second = await chat(api, tenant, { model: qwen, reasoning_effort: 'high' });
     assert.equal(second.status, 200, second.text);
-    assert.deepEqual(
+    expect(
       ollama
         .chats()
         .slice(before)
         .map((r) => r.body.think),
-      ['low', true, true],
-    );
+    ).toEqual(['low', true, true]);
   });
 
   it('declares logprobs only for an Ollama that has them (0.12.11+), and never n or logit_bias', async () => {
@@ -218,7 +215,7 @@ describe('device agent with Ollama', () => {
     assert.equal(res.status, 200, res.text);
     assert.equal(ollama.lastChat().body.logprobs, true);
     assert.equal(ollama.lastChat().body.top_logprobs, 1);
-    assert.deepEqual(res.body.choices[0].logprobs.content, [
+    expect(res.body.choices[0].logprobs.content).toEqual([
       {
         token: 'Hi',
         logprob: -0.25,

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -18,7 +17,7 @@ describe('device agent with an OpenAI-compatible server', () => {
   const model = uniq('llama-3.2-3b');
   const apiKey = 'sk-local-5b2e';
 
-  before(async () => {
+  beforeAll(async () => {
     await server.start();
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
     tenant = await createTenant([model]);
@@ -31,7 +30,7 @@ describe('device agent with an OpenAI-compatible server', () => {
     });
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop(), server.stop()]);
     await closeDb();
   });
@@ -85,7 +84,7 @@ describe('device agent with an OpenAI-compatible server', () => {
       logit_bias: { '128001': -100 },
     });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(server.lastChat().body, {
+    expect(server.lastChat().body).toEqual({
       model: upstreamModel,
       messages,
       stream: true,
@@ -104,12 +103,12 @@ describe('device agent with an OpenAI-compatible server', () => {
     assert.equal(server.lastChat().headers.authorization, `Bearer ${apiKey}`);
     const choice = res.body.choices[0];
     assert.equal(choice.message.content, null);
-    assert.deepEqual(choice.message.tool_calls, [
+    expect(choice.message.tool_calls).toEqual([
       { id: 'call_x1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } },
       { id: 'call_x2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
     ]);
     assert.equal(choice.finish_reason, 'tool_calls');
-    assert.deepEqual(res.body.usage, { prompt_tokens: 20, completion_tokens: 11, total_tokens: 31 });
+    expect(res.body.usage).toEqual({ prompt_tokens: 20, completion_tokens: 11, total_tokens: 31 });
     const row = await taskRow(tenant, res.body.task_address);
     assert.equal(row.finishReason, 'tool_calls');
     assert.equal(row.promptTokens, 20);
@@ -135,7 +134,7 @@ describe('device agent with an OpenAI-compatible server', () => {
       .filter((e) => e !== '[DONE]')
       .flatMap((e) => e.choices)
       .flatMap((c: any) => c.delta?.tool_calls ?? []);
-    assert.deepEqual(calls, [
+    expect(calls).toEqual([
       { index: 0, id: 'call_s1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
     ]);
     assert.equal(res.events.at(-2).choices[0].finish_reason, 'tool_calls');
@@ -181,13 +180,13 @@ describe('device agent with an OpenAI-compatible server', () => {
     const reasoning = chunks.map((c: any) => c.delta?.reasoning_content ?? '').join('');
     assert.equal(reasoning, 'Two answers.');
     const tokens = chunks.flatMap((c: any) => c.logprobs?.content ?? []).map((l: any) => l.token);
-    assert.deepEqual(tokens.sort(), ['A', 'C', 'b', 'd', 'e']);
+    expect(tokens.sort()).toEqual(['A', 'C', 'b', 'd', 'e']);
     const finishes = chunks.filter((c: any) => c.finish_reason).map((c: any) => [c.index, c.finish_reason]);
-    assert.deepEqual(finishes, [
+    expect(finishes).toEqual([
       [0, 'length'],
       [1, 'length'],
     ]);
-    assert.deepEqual(res.events.at(-2).usage, { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 });
+    expect(res.events.at(-2).usage).toEqual({ prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 });
   });
 
   it('fails a server that ignores n or logprobs instead of passing off a partial answer', async () => {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { ADMIN_TOKEN, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
 import {
@@ -37,14 +36,14 @@ describe('admin HTTP API', () => {
   const modelCount = (id: string) => db().model.count({ where: { id } });
   const deviceCount = (name: string) => db().device.count({ where: { name } });
 
-  before(async () => {
+  beforeAll(async () => {
     tenant = await createTenant([catalogModel]);
     // One after the other: a start is allowed 15 s, and the machine may be small and busy.
     api = await startApi();
     noAdmin = await startApi({ ADMIN_TOKEN: '' });
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopApis(api, noAdmin);
     await closeDb();
   });
@@ -68,7 +67,7 @@ describe('admin HTTP API', () => {
     assert.equal(entry.active_keys, 0);
     assert.equal(entry.models, 0);
     assert.equal(entry.devices, 0);
-    assert.deepEqual(entry.limits, { rpm: null, concurrency: null, max_queued: null });
+    expect(entry.limits).toEqual({ rpm: null, concurrency: null, max_queued: null });
     const mine = listed.body.data.find((o: { name: string }) => o.name === tenant.org.name);
     assert.equal(mine.active_keys, 1);
     assert.equal(mine.models, 1);
@@ -79,7 +78,7 @@ describe('admin HTTP API', () => {
     const path = `/admin/orgs/${org.org.name}`;
     const set = await admin('PATCH', path, { rpm: 60, concurrency: 2 });
     assert.equal(set.status, 200, set.text);
-    assert.deepEqual(set.body, {
+    expect(set.body).toEqual({
       id: org.org.id,
       name: org.org.name,
       limits: { rpm: 60, concurrency: 2, max_queued: null },
@@ -87,11 +86,11 @@ describe('admin HTTP API', () => {
     // Fields left out keep their value; null removes a limit.
     const cleared = await admin('PATCH', path, { concurrency: null, max_queued: 5 });
     assert.equal(cleared.status, 200, cleared.text);
-    assert.deepEqual(cleared.body.limits, { rpm: 60, concurrency: null, max_queued: 5 });
+    expect(cleared.body.limits).toEqual({ rpm: 60, concurrency: null, max_queued: 5 });
     const row = await db().organization.findUniqueOrThrow({ where: { id: org.org.id } });
-    assert.deepEqual([row.rpmLimit, row.concurrencyLimit, row.maxQueued], [60, null, 5]);
+    expect([row.rpmLimit, row.concurrencyLimit, row.maxQueued]).toEqual([60, null, 5]);
     const listed = (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
-    assert.deepEqual(listed.limits, { rpm: 60, concurrency: null, max_queued: 5 });
+    expect(listed.limits).toEqual({ rpm: 60, concurrency: null, max_queued: 5 });
 
     for (const [body, param] of [
       [{ rpm: 0 }, 'rpm'],
@@ -103,7 +102,7 @@ describe('admin HTTP API', () => {
     }
     assertOpenAIError(await admin('PATCH', `/admin/orgs/${uniq('ghost-org')}`, { rpm: 1 }), 404, 'org_not_found');
     const unchanged = await db().organization.findUniqueOrThrow({ where: { id: org.org.id } });
-    assert.deepEqual([unchanged.rpmLimit, unchanged.concurrencyLimit, unchanged.maxQueued], [60, null, 5]);
+    expect([unchanged.rpmLimit, unchanged.concurrencyLimit, unchanged.maxQueued]).toEqual([60, null, 5]);
   });
 
   test('a duplicate organization is 409 conflict and writes nothing', async () => {
@@ -166,7 +165,7 @@ describe('admin HTTP API', () => {
     const id = `${uniq('vendor')}/Model-GGUF:Q4_K_M`;
     const added = await admin('POST', '/admin/models', { id, max_output_tokens: 4096, owned_by: 'acme' });
     assert.equal(added.status, 201, added.text);
-    assert.deepEqual(added.body, { id, max_output_tokens: 4096, owned_by: 'acme', created_at: added.body.created_at });
+    expect(added.body).toEqual({ id, max_output_tokens: 4096, owned_by: 'acme', created_at: added.body.created_at });
     assert.equal(typeof added.body.created_at, 'string');
     const row = await db().model.findUniqueOrThrow({ where: { id } });
     assert.equal(row.maxOutputTokens, 4096);
@@ -183,22 +182,22 @@ describe('admin HTTP API', () => {
 
     const find = async (modelId: string) =>
       (await admin('GET', '/admin/models')).body.data.find((m: { id: string }) => m.id === modelId);
-    assert.deepEqual((await find(id)).enabled_for, []);
+    expect((await find(id)).enabled_for).toEqual([]);
 
     const org = tenant.org.name;
     for (let i = 0; i < 2; i++) {
       // Enabling twice is harmless.
       const enabled = await admin('PUT', `/admin/orgs/${org}/models/${modelPath(id)}`);
       assert.equal(enabled.status, 200, enabled.text);
-      assert.deepEqual(enabled.body, { model: id, org, enabled: true });
+      expect(enabled.body).toEqual({ model: id, org, enabled: true });
     }
-    assert.deepEqual((await find(id)).enabled_for, [org]);
+    expect((await find(id)).enabled_for).toEqual([org]);
     assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } }), 1);
 
     const disabled = await admin('DELETE', `/admin/orgs/${org}/models/${modelPath(id)}`);
     assert.equal(disabled.status, 200, disabled.text);
-    assert.deepEqual(disabled.body, { model: id, org, enabled: false });
-    assert.deepEqual((await find(id)).enabled_for, []);
+    expect(disabled.body).toEqual({ model: id, org, enabled: false });
+    expect((await find(id)).enabled_for).toEqual([]);
     assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } }), 0);
   });
 

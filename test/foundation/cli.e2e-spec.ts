@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { AdminService } from '@app/common';
-import { cli, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
+import { cli, cliProcess, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
 import type { Api, CliResult, Tenant } from '../support/stack';
 import {
   API_KEY_FORMAT,
@@ -59,11 +58,7 @@ function rowOf(rows: Record<string, string>[], column: string, value: string): R
 
 /** Asserts that the table has (at least) these columns, in this order. */
 function assertColumns(header: string[], columns: string[]) {
-  assert.deepEqual(
-    header.filter((c) => columns.includes(c)),
-    columns,
-    `columns: ${header.join(' ')}`,
-  );
+  expect(header.filter((c) => columns.includes(c))).toEqual(columns);
 }
 
 /** Every operator command of the admin CLI, in human and --json mode, and its error paths. */
@@ -71,23 +66,22 @@ describe('admin CLI', () => {
   let api: Api;
   /** An org for the error cases: one key, no models. */
   let quiet: Tenant;
-  const orgA = uniq('cli-org-a');
-  const orgB = uniq('cli-org-b');
-  const modelA = `${uniq('cli-vendor')}/Cli-Model-GGUF:Q4_K_M`;
-  const modelB = `${uniq('cli-llama')}:7b`;
-  let orgAId = '';
+  /** An organization of a test's own (each test is independent of the others). */
+  const newOrg = async () => new AdminService(db()).createOrg(uniq('cli-org'));
 
-  before(async () => {
+  beforeAll(async () => {
     quiet = await createTenant([]);
     api = await startApi();
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopApis(api);
     await closeDb();
   });
 
   test('org create and org list', async () => {
+    const orgA = uniq('cli-org-a');
+    const orgB = uniq('cli-org-b');
     const [human, json] = await Promise.all([cli(['org', 'create', orgA]), cli(['--json', 'org', 'create', orgB])]);
     const record = humanRecord(ok(human, 'org create'));
     assert.equal(human.stderr, '');
@@ -95,33 +89,38 @@ describe('admin CLI', () => {
     assert.match(record.id, UUID_FORMAT);
     assert.match(record.created_at, ISO);
     const created = okJson(json, 'org create --json');
-    assert.deepEqual(Object.keys(created).sort(), ['created_at', 'id', 'name']);
+    expect(Object.keys(created).sort()).toEqual(['created_at', 'id', 'name']);
     assert.equal(created.name, orgB);
     assert.match(created.id, UUID_FORMAT);
     assert.equal((await db().organization.findUniqueOrThrow({ where: { name: orgA } })).id, record.id);
     assert.equal((await db().organization.findUniqueOrThrow({ where: { name: orgB } })).id, created.id);
-    orgAId = record.id;
 
     const [humanList, jsonList] = await Promise.all([cli(['org', 'list']), cli(['--json', 'org', 'list'])]);
     const { header, rows } = table(ok(humanList, 'org list'));
     assertColumns(header, ['ID', 'NAME', 'CREATED_AT', 'ACTIVE_KEYS', 'MODELS', 'DEVICES']);
     const row = rowOf(rows, 'NAME', orgA);
-    assert.deepEqual(
-      [row.ID, row.CREATED_AT, row.ACTIVE_KEYS, row.MODELS, row.DEVICES],
-      [record.id, record.created_at, '0', '0', '0'],
-    );
+    expect([row.ID, row.CREATED_AT, row.ACTIVE_KEYS, row.MODELS, row.DEVICES]).toEqual([
+      record.id,
+      record.created_at,
+      '0',
+      '0',
+      '0',
+    ]);
     const list = okJson(jsonList, 'org list --json');
     assert.equal(list.object, 'list');
     const entry = list.data.find((o: { name: string }) => o.name === orgB);
     assert.ok(entry, `${orgB} not in org list`);
-    assert.deepEqual(
-      [entry.id, entry.created_at, entry.active_keys, entry.models, entry.devices],
-      [created.id, created.created_at, 0, 0, 0],
-    );
+    expect([entry.id, entry.created_at, entry.active_keys, entry.models, entry.devices]).toEqual([
+      created.id,
+      created.created_at,
+      0,
+      0,
+      0,
+    ]);
   });
 
   test('key create, key list and key revoke', async () => {
-    assert.ok(orgAId, 'org create must run first');
+    const { id: orgAId, name: orgA } = await newOrg();
     const [human, json] = await Promise.all([
       cli(['key', 'create', '--org', orgA, '--label', 'ci key']),
       cli(['--json', 'key', 'create', '--org', orgA, '--expires-in', '30d']),
@@ -159,9 +158,9 @@ describe('admin CLI', () => {
     const listed = table(ok(humanList, 'key list'));
     assertColumns(listed.header, ['ID', 'PREFIX', 'LABEL', 'STATUS', 'CREATED_AT', 'EXPIRES_AT', 'REVOKED_AT']);
     const keyRow = rowOf(listed.rows, 'ID', record.id);
-    assert.deepEqual([keyRow.PREFIX, keyRow.LABEL, keyRow.STATUS], [record.prefix, 'ci key', 'active']);
+    expect([keyRow.PREFIX, keyRow.LABEL, keyRow.STATUS]).toEqual([record.prefix, 'ci key', 'active']);
     const data = okJson(jsonList, 'key list --json').data;
-    assert.deepEqual(data.map((k: { id: string }) => k.id).sort(), [record.id, created.id].sort());
+    expect(data.map((k: { id: string }) => k.id).sort()).toEqual([record.id, created.id].sort());
     assert.ok(data.every((k: { status: string }) => k.status === 'active'));
     for (const out of [humanList.stdout, jsonList.stdout]) {
       assert.ok(!out.includes(record.key) && !out.includes(created.key), 'key list prints a key');
@@ -191,7 +190,9 @@ describe('admin CLI', () => {
   });
 
   test('model add, model list, model enable and model disable', async () => {
-    assert.ok(orgAId, 'org create must run first');
+    const { id: orgAId, name: orgA } = await newOrg();
+    const modelA = `${uniq('cli-vendor')}/Cli-Model-GGUF:Q4_K_M`;
+    const modelB = `${uniq('cli-llama')}:7b`;
     const [human, json] = await Promise.all([
       cli(['model', 'add', modelA, '--max-output-tokens', '2048', '--owned-by', 'acme']),
       cli(['--json', 'model', 'add', modelB]),
@@ -201,7 +202,7 @@ describe('admin CLI', () => {
     assert.equal(record.max_output_tokens, '2048');
     assert.equal(record.owned_by, 'acme');
     const added = okJson(json, 'model add --json');
-    assert.deepEqual(added, {
+    expect(added).toEqual({
       id: modelB,
       max_output_tokens: null,
       owned_by: 'switchyard',
@@ -217,39 +218,39 @@ describe('admin CLI', () => {
       cli(['--json', 'model', 'enable', modelB, '--org', orgA]),
     ]);
     const enabledRecord = humanRecord(ok(humanEnable, 'model enable'));
-    assert.deepEqual(enabledRecord, { model: modelA, org: orgA, enabled: 'true' });
-    assert.deepEqual(okJson(jsonEnable, 'model enable --json'), { model: modelB, org: orgA, enabled: true });
+    expect(enabledRecord).toEqual({ model: modelA, org: orgA, enabled: 'true' });
+    expect(okJson(jsonEnable, 'model enable --json')).toEqual({ model: modelB, org: orgA, enabled: true });
     assert.equal(await db().orgModel.count({ where: { orgId: orgAId, modelId: { in: [modelA, modelB] } } }), 2);
 
     // A client of orgA now sees both models.
     const key = await new AdminService(db()).createKey({ org: orgA });
     const seen = await http('GET', `${api.url}/v1/models`, { headers: bearer(key.key) });
-    assert.deepEqual(seen.body.data.map((m: { id: string }) => m.id).sort(), [modelA, modelB].sort());
+    expect(seen.body.data.map((m: { id: string }) => m.id).sort()).toEqual([modelA, modelB].sort());
 
     const [humanList, jsonList] = await Promise.all([cli(['model', 'list']), cli(['--json', 'model', 'list'])]);
     const listed = table(ok(humanList, 'model list'));
     assertColumns(listed.header, ['ID', 'MAX_OUTPUT_TOKENS', 'OWNED_BY', 'CREATED_AT', 'ENABLED_FOR']);
     const modelRow = rowOf(listed.rows, 'ID', modelA);
-    assert.deepEqual([modelRow.MAX_OUTPUT_TOKENS, modelRow.OWNED_BY, modelRow.ENABLED_FOR], ['2048', 'acme', orgA]);
+    expect([modelRow.MAX_OUTPUT_TOKENS, modelRow.OWNED_BY, modelRow.ENABLED_FOR]).toEqual(['2048', 'acme', orgA]);
     const entry = okJson(jsonList, 'model list --json').data.find((m: { id: string }) => m.id === modelB);
-    assert.deepEqual(entry.enabled_for, [orgA]);
+    expect(entry.enabled_for).toEqual([orgA]);
     assert.equal(entry.owned_by, 'switchyard');
 
     const [humanDisable, jsonDisable] = await Promise.all([
       cli(['model', 'disable', modelA, '--org', orgA]),
       cli(['--json', 'model', 'disable', modelB, '--org', orgA]),
     ]);
-    assert.deepEqual(humanRecord(ok(humanDisable, 'model disable')), { model: modelA, org: orgA, enabled: 'false' });
-    assert.deepEqual(okJson(jsonDisable, 'model disable --json'), { model: modelB, org: orgA, enabled: false });
+    expect(humanRecord(ok(humanDisable, 'model disable'))).toEqual({ model: modelA, org: orgA, enabled: 'false' });
+    expect(okJson(jsonDisable, 'model disable --json')).toEqual({ model: modelB, org: orgA, enabled: false });
     assert.equal(await db().orgModel.count({ where: { orgId: orgAId } }), 0);
     const none = await http('GET', `${api.url}/v1/models`, { headers: bearer(key.key) });
-    assert.deepEqual(none.body, { object: 'list', data: [] });
+    expect(none.body).toEqual({ object: 'list', data: [] });
     // Disabling is per organization: the catalog keeps the models.
     assert.equal(await db().model.count({ where: { id: { in: [modelA, modelB] } } }), 2);
   });
 
   test('device create, device list and device revoke', async () => {
-    assert.ok(orgAId, 'org create must run first');
+    const { id: orgAId, name: orgA } = await newOrg();
     const directName = uniq('cli-dev-direct');
     const networkName = uniq('cli-dev-network');
     const [human, json] = await Promise.all([
@@ -282,10 +283,12 @@ describe('admin CLI', () => {
     const listed = table(ok(humanList, 'device list'));
     assertColumns(listed.header, ['ID', 'NAME', 'ORG', 'POOL', 'TOKEN_PREFIX', 'STATUS']);
     const deviceRow = rowOf(listed.rows, 'ID', record.id);
-    assert.deepEqual(
-      [deviceRow.NAME, deviceRow.ORG, deviceRow.POOL, deviceRow.STATUS],
-      [directName, orgA, 'direct', 'active'],
-    );
+    expect([deviceRow.NAME, deviceRow.ORG, deviceRow.POOL, deviceRow.STATUS]).toEqual([
+      directName,
+      orgA,
+      'direct',
+      'active',
+    ]);
     assert.ok(record.token.startsWith(deviceRow.TOKEN_PREFIX));
     const entry = okJson(jsonList, 'device list --json').data.find((d: { id: string }) => d.id === created.id);
     assert.equal(entry.pool, 'network');
@@ -312,6 +315,8 @@ describe('admin CLI', () => {
   });
 
   test('task show', async () => {
+    const modelA = `${uniq('cli-vendor')}/Cli-Model-GGUF:Q4_K_M`;
+    await new AdminService(db()).addModel({ id: modelA });
     const task = await insertTask(quiet.org.id, modelA);
     const [human, json] = await Promise.all([
       cli(['task', 'show', task.address]),
@@ -336,6 +341,7 @@ describe('admin CLI', () => {
   });
 
   test('errors: non-zero exit, a message on stderr, nothing on stdout, nothing changed', async () => {
+    const { name: orgA } = await newOrg();
     const ghostOrg = uniq('ghost-org');
     const badModel = uniq('bad-model');
     const quietOrg = quiet.org.name;
@@ -385,6 +391,23 @@ describe('admin CLI', () => {
     assert.equal(body.error.param, 'name');
     assert.match(body.error.message, /already exists/);
 
-    assert.deepEqual(await snapshot(), beforeState);
+    expect(await snapshot()).toEqual(beforeState);
+  });
+
+  test('the switchyard binary: a command, a usage error and a configuration error, as real processes', async () => {
+    const { name } = await newOrg();
+    const listed = await cliProcess(['--json', 'org', 'list']);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.ok(okJson(listed, 'org list --json').data.some((o: { name: string }) => o.name === name));
+
+    const usage = await cliProcess(['org', 'frobnicate']);
+    assert.equal(usage.code, 1);
+    assert.equal(usage.stdout, '');
+    assert.match(usage.stderr, /unknown command 'frobnicate'/);
+
+    const config = await cliProcess(['org', 'list'], { DATABASE_URL: 'mysql://nowhere/db' });
+    assert.equal(config.code, 1);
+    assert.equal(config.stdout, '');
+    assert.match(config.stderr, /^invalid configuration: DATABASE_URL="mysql:\/\/nowhere\/db": must be a URL/);
   });
 });

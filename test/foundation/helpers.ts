@@ -40,9 +40,9 @@ export function assertOpenAIError(
 ): OpenAIErrorFields {
   assert.equal(res.status, status, `expected ${status} ${code}, got ${res.status}: ${res.text}`);
   assert.ok(res.body && typeof res.body === 'object', `not a JSON object: ${res.text}`);
-  assert.deepEqual(Object.keys(res.body), ['error'], res.text);
+  expect(Object.keys(res.body)).toEqual(['error']);
   const error = (res.body as { error: OpenAIErrorFields }).error;
-  assert.deepEqual(Object.keys(error).sort(), ['code', 'message', 'param', 'type'], res.text);
+  expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
   assert.equal(error.code, code, res.text);
   assert.equal(typeof error.message, 'string');
   assert.ok(error.message.length > 0, 'empty error message');

@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
 import { Client } from 'pg';
-import { DATABASE_URL, DIST, baseEnv, closeDb, http, startApi, startNode } from '../support/stack';
+import { projectPath } from '@app/common';
+import { DATABASE_URL, baseEnv, closeDb, http, startApi, startNode } from '../support/stack';
 import type { Api, Proc } from '../support/stack';
 import { adminAuth, stopApis } from './helpers';
 
-const MIGRATIONS = join(DIST, '..', 'prisma', 'migrations');
+const MIGRATIONS = projectPath('prisma/migrations');
 
 /** A URL on the test server for another database of the given name. */
 function urlFor(database: string): string {
@@ -51,7 +51,7 @@ describe('db:migrate', () => {
       return res.rows;
     });
 
-  before(async () => {
+  beforeAll(async () => {
     assert.ok(folders.length > 0, `no migrations in ${MIGRATIONS}`);
     const exists = await withClient(urlFor('postgres'), (c) =>
       c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]),
@@ -60,7 +60,7 @@ describe('db:migrate', () => {
     api = await startApi({ DATABASE_URL: url });
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopApis(api);
     await closeDb();
     await withClient(urlFor('postgres'), (c) => c.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`));
@@ -83,7 +83,7 @@ describe('db:migrate', () => {
     assert.equal(outputs.filter((o) => /up to date/.test(o)).length, 1, outputs.join('\n---\n'));
 
     const rows = await migrations();
-    assert.deepEqual(rows.map((r) => r.migration_name).sort(), folders);
+    expect(rows.map((r) => r.migration_name).sort()).toEqual(folders);
     for (const row of rows) {
       assert.ok(row.finished_at instanceof Date, `${row.migration_name} has no finished_at`);
       // Prisma's bookkeeping: the checksum is the SHA-256 of migration.sql.
@@ -107,7 +107,7 @@ describe('db:migrate', () => {
     assert.equal(code, 0, proc.output);
     assert.match(proc.stdout, /up to date/);
     assert.doesNotMatch(proc.stdout, /created database|applied/);
-    assert.deepEqual(await migrations(), earlier);
+    expect(await migrations()).toEqual(earlier);
   });
 
   test('the migrated database serves the api', async () => {
@@ -116,6 +116,6 @@ describe('db:migrate', () => {
     const created = await http('POST', `${api.url}/admin/orgs`, { headers: adminAuth(), body: { name: 'first-org' } });
     assert.equal(created.status, 201, created.text);
     const rows = await withClient(url, (c) => c.query('SELECT name FROM organizations'));
-    assert.deepEqual(rows.rows, [{ name: 'first-org' }]);
+    expect(rows.rows).toEqual([{ name: 'first-org' }]);
   });
 });

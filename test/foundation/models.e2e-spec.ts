@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { AdminService } from '@app/common';
 import { closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
@@ -22,7 +21,7 @@ describe('models API', () => {
   const get = (path: string, key: string) => http('GET', `${api.url}${path}`, { headers: bearer(key) });
   const ids = (body: { data: { id: string }[] }) => body.data.map((m) => m.id).sort();
 
-  before(async () => {
+  beforeAll(async () => {
     const admin = new AdminService(db());
     await admin.addModel({ id: ownedModel, ownedBy: 'acme-labs' });
     await admin.addModel({ id: orphanModel });
@@ -33,7 +32,7 @@ describe('models API', () => {
     api = await startApi();
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopApis(api);
     await closeDb();
   });
@@ -41,12 +40,12 @@ describe('models API', () => {
   test('GET /v1/models lists exactly the models enabled for the caller’s org', async () => {
     const res = await get('/v1/models', acme.key);
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(Object.keys(res.body).sort(), ['data', 'object']);
+    expect(Object.keys(res.body).sort()).toEqual(['data', 'object']);
     assert.equal(res.body.object, 'list');
-    assert.deepEqual(ids(res.body), [slashModel, colonModel, ownedModel].sort());
+    expect(ids(res.body)).toEqual([slashModel, colonModel, ownedModel].sort());
     const now = Date.now() / 1000;
     for (const model of res.body.data) {
-      assert.deepEqual(Object.keys(model).sort(), ['created', 'id', 'object', 'owned_by']);
+      expect(Object.keys(model).sort()).toEqual(['created', 'id', 'object', 'owned_by']);
       assert.equal(model.object, 'model');
       assert.ok(Number.isInteger(model.created), `created is not integer seconds: ${model.created}`);
       assert.ok(model.created > now - 3600 && model.created <= now + 5, `created ${model.created} is not recent`);
@@ -58,12 +57,12 @@ describe('models API', () => {
 
     const other = await get('/v1/models', globex.key);
     assert.equal(other.status, 200, other.text);
-    assert.deepEqual(ids(other.body), [globexModel]);
+    expect(ids(other.body)).toEqual([globexModel]);
 
     const empty = await createTenant([]);
     const none = await get('/v1/models', empty.key);
     assert.equal(none.status, 200, none.text);
-    assert.deepEqual(none.body, { object: 'list', data: [] });
+    expect(none.body).toEqual({ object: 'list', data: [] });
   });
 
   test('GET /v1/models/{model} returns one model, with / sent as %2F and : as is', async () => {
@@ -71,10 +70,7 @@ describe('models API', () => {
     for (const id of [slashModel, colonModel, ownedModel]) {
       const res = await get(`/v1/models/${modelPath(id)}`, acme.key);
       assert.equal(res.status, 200, `${id}: ${res.text}`);
-      assert.deepEqual(
-        res.body,
-        list.find((m) => m.id === id),
-      );
+      expect(res.body).toEqual(list.find((m) => m.id === id));
     }
     assert.ok(modelPath(slashModel).includes('%2F') && modelPath(slashModel).includes(':'));
     // Fully percent-encoded (as encodeURIComponent does) is the same model.
@@ -111,14 +107,14 @@ describe('models API', () => {
     assert.equal(disabled.status, 200, disabled.text);
 
     const list = await get('/v1/models', tenant.key);
-    assert.deepEqual(ids(list.body), [colonModel]);
+    expect(ids(list.body)).toEqual([colonModel]);
     assertOpenAIError(await get(`/v1/models/${modelPath(slashModel)}`, tenant.key), 404, 'model_not_found');
     // Other orgs keep it.
     assert.equal((await get(`/v1/models/${modelPath(slashModel)}`, acme.key)).status, 200);
 
     const enabled = await http('PUT', path(slashModel), { headers: adminAuth() });
     assert.equal(enabled.status, 200, enabled.text);
-    assert.deepEqual(ids((await get('/v1/models', tenant.key)).body), [slashModel, colonModel].sort());
+    expect(ids((await get('/v1/models', tenant.key)).body)).toEqual([slashModel, colonModel].sort());
     assert.equal((await get(`/v1/models/${modelPath(slashModel)}`, tenant.key)).status, 200);
   });
 
@@ -129,7 +125,7 @@ describe('models API', () => {
       assert.equal(model.object, 'model');
       seen.push(model.id);
     }
-    assert.deepEqual(seen.sort(), [slashModel, colonModel, ownedModel].sort());
+    expect(seen.sort()).toEqual([slashModel, colonModel, ownedModel].sort());
 
     const one = await client.models.retrieve(slashModel);
     assert.equal(one.id, slashModel);

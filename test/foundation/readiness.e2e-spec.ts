@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
   ADMIN_TOKEN,
   DATABASE_URL,
@@ -10,6 +9,7 @@ import {
   sleep,
   startApi,
   startNode,
+  within,
 } from '../support/stack';
 import type { Api } from '../support/stack';
 import { inBatches, stopApis } from './helpers';
@@ -20,7 +20,7 @@ describe('health, readiness and configuration', () => {
   let noRedis: Api;
   let noPostgres: Api;
 
-  before(async () => {
+  beforeAll(async () => {
     const [redisPort, postgresPort] = await Promise.all([freePort(), freePort()]);
     const deadDatabase = new URL(DATABASE_URL);
     deadDatabase.port = String(postgresPort);
@@ -47,7 +47,7 @@ describe('health, readiness and configuration', () => {
     return res;
   }
 
-  after(async () => {
+  afterAll(async () => {
     await stopApis(api, noRedis, noPostgres);
     await closeDb();
   });
@@ -56,7 +56,7 @@ describe('health, readiness and configuration', () => {
     for (const server of [api, noRedis, noPostgres]) {
       const res = await http('GET', `${server.url}/healthz`);
       assert.equal(res.status, 200, res.text);
-      assert.deepEqual(res.body, { status: 'ok' });
+      expect(res.body).toEqual({ status: 'ok' });
     }
   });
 
@@ -64,7 +64,7 @@ describe('health, readiness and configuration', () => {
     const res = await readyz(api, { postgres: true, redis: true });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.status, 'ok');
-    assert.deepEqual(res.body.checks, { postgres: 'ok', redis: 'ok' });
+    expect(res.body.checks).toEqual({ postgres: 'ok', redis: 'ok' });
   });
 
   test('GET /readyz is 503 naming redis when Redis is unreachable', async () => {
@@ -94,11 +94,12 @@ describe('health, readiness and configuration', () => {
         const [name] = Object.keys(extra);
         const port = String(await freePort());
         const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: port, ADMIN_TOKEN, ...extra }));
-        const code = await Promise.race([proc.exited, sleep(30_000).then(() => 'still running' as const)]);
-        if (code === 'still running') {
-          await proc.stop();
-          assert.fail(`api with ${name}=${extra[name]} did not stop:\n${proc.output}`);
-        }
+        const code = await within(proc.exited, 30_000, `the api with ${name}=${extra[name]} to stop`).catch(
+          async (error: Error) => {
+            await proc.stop();
+            assert.fail(`${error.message}:\n${proc.output}`);
+          },
+        );
         assert.ok(code !== 0 && code !== null, `api with ${name}=${extra[name]} exited ${code}:\n${proc.output}`);
         const lines = proc.stderr.trim().split('\n');
         assert.equal(lines.length, 1, `expected one stderr line for ${name}, got:\n${proc.stderr}`);

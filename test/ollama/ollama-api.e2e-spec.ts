@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { Ollama } from 'ollama';
 import {
   closeDb,
@@ -25,7 +24,7 @@ describe('Ollama-compatible API', () => {
   const model = `${uniq('llama')}:3b`;
   const slowModel = uniq('slow');
 
-  before(async () => {
+  beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
     tenant = await createTenant([model, slowModel]);
     other = await createTenant([]);
@@ -37,7 +36,7 @@ describe('Ollama-compatible API', () => {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([...procs.map((p) => p.stop('SIGKILL')), api?.stop(), dispatcher?.stop()]);
     await closeDb();
   });
@@ -92,7 +91,7 @@ describe('Ollama-compatible API', () => {
 
   it('ollama.list shows the org’s enabled models; /api/version is public', async () => {
     const list = await client(tenant.key).list();
-    assert.deepEqual(list.models.map((m) => m.name).sort(), [model, slowModel].sort());
+    expect(list.models.map((m) => m.name).sort()).toEqual([model, slowModel].sort());
     const entry = list.models.find((m) => m.name === model)!;
     assert.equal(entry.model, model);
     assert.equal(entry.size, 0);
@@ -162,7 +161,7 @@ describe('Ollama-compatible API', () => {
     for (const [body, status] of cases) {
       const res = await chat(body);
       assert.equal(res.status, status, `${JSON.stringify(body)} → ${res.text}`);
-      assert.deepEqual(Object.keys(res.body), ['error']);
+      expect(Object.keys(res.body)).toEqual(['error']);
       assert.equal(typeof res.body.error, 'string');
     }
     const bad = await http('POST', `${api.url}/api/chat`, {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import type OpenAI from 'openai';
 import { createDevice, createTenant, db, uniq } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -36,7 +35,7 @@ describe('chat completions: responses, streaming and length', () => {
   const clampedModel = uniq('model');
   const CLAMP = 4;
 
-  before(async () => {
+  beforeAll(async () => {
     await relay.start();
     tenant = await createTenant([model, clampedModel]);
     await db().model.update({ where: { id: clampedModel }, data: { maxOutputTokens: CLAMP } });
@@ -50,7 +49,7 @@ describe('chat completions: responses, streaming and length', () => {
     client = relay.client(tenant.key);
   });
 
-  after(() => relay.stop());
+  afterAll(() => relay.stop());
 
   const words = (text: string) => text.split(' ');
 
@@ -73,12 +72,12 @@ describe('chat completions: responses, streaming and length', () => {
     assert.equal(choice.index, 0);
     assert.equal(choice.finish_reason, 'stop');
     assert.equal(choice.logprobs, null);
-    assert.deepEqual(Object.keys(choice.message).sort(), ['content', 'refusal', 'role']);
+    expect(Object.keys(choice.message).sort()).toEqual(['content', 'refusal', 'role']);
     assert.equal(choice.message.role, 'assistant');
     assert.equal(choice.message.refusal, null);
     assert.equal(typeof choice.message.content, 'string');
     assert.equal(words(choice.message.content!).length, TOKENS);
-    assert.deepEqual(completion.usage, {
+    expect(completion.usage).toEqual({
       prompt_tokens: PROMPT_WORDS,
       completion_tokens: TOKENS,
       total_tokens: PROMPT_WORDS + TOKENS,
@@ -108,7 +107,7 @@ describe('chat completions: responses, streaming and length', () => {
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES });
     assert.equal(res.status, 200, res.text);
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-    assert.deepEqual(Object.keys(res.body).sort(), [
+    expect(Object.keys(res.body).sort()).toEqual([
       'choices',
       'created',
       'id',
@@ -127,7 +126,7 @@ describe('chat completions: responses, streaming and length', () => {
     assert.equal(res.body.mode, 'network');
     assert.match(res.body.task_address, TASK_ADDRESS);
     assert.notEqual(res.body.task_address, (viaClient as any).task_address);
-    assert.deepEqual(res.body.choices, [
+    expect(res.body.choices).toEqual([
       {
         index: 0,
         message: { role: 'assistant', content: viaClient.choices[0].message.content, refusal: null },
@@ -135,7 +134,7 @@ describe('chat completions: responses, streaming and length', () => {
         finish_reason: 'stop',
       },
     ]);
-    assert.deepEqual(res.body.usage, viaClient.usage);
+    expect(res.body.usage).toEqual(viaClient.usage);
   });
 
   test('the content is deterministic: the same request gets the same reply, another prompt another', async () => {
@@ -171,7 +170,7 @@ describe('chat completions: responses, streaming and length', () => {
     assert.equal(last.choices.length, 1);
     assert.equal(last.choices[0].finish_reason, 'stop');
     assert.equal(last.choices[0].delta.content ?? '', '');
-    assert.deepEqual(streamedContent(chunks), [plain.choices[0].message.content]);
+    expect(streamedContent(chunks)).toEqual([plain.choices[0].message.content]);
     // Without stream_options.include_usage no chunk carries usage.
     assert.ok(chunks.every((c) => c.usage === undefined || c.usage === null));
 
@@ -195,7 +194,7 @@ describe('chat completions: responses, streaming and length', () => {
     assertChoiceFraming(chunks, 1);
     assert.equal(finishReasons(chunks)[0].reason, 'stop');
     assert.equal(finishReasons(chunks)[0].at, chunks.length - 1);
-    assert.deepEqual(streamedContent(chunks), [plain.choices[0].message.content]);
+    expect(streamedContent(chunks)).toEqual([plain.choices[0].message.content]);
     await completedTask(envelope.task_address);
   });
 
@@ -209,8 +208,8 @@ describe('chat completions: responses, streaming and length', () => {
     const chunks = chunksOf(sse);
     assertChunkEnvelope(chunks, model);
     const usageChunk = chunks.at(-1);
-    assert.deepEqual(usageChunk.choices, []);
-    assert.deepEqual(usageChunk.usage, {
+    expect(usageChunk.choices).toEqual([]);
+    expect(usageChunk.usage).toEqual({
       prompt_tokens: PROMPT_WORDS,
       completion_tokens: TOKENS,
       total_tokens: PROMPT_WORDS + TOKENS,
@@ -235,10 +234,10 @@ describe('chat completions: responses, streaming and length', () => {
       sdkChunks.push(chunk);
     }
     const sdkLast = sdkChunks.at(-1)!;
-    assert.deepEqual(sdkLast.choices, []);
-    assert.deepEqual(sdkLast.usage, usageChunk.usage);
+    expect(sdkLast.choices).toEqual([]);
+    expect(sdkLast.usage).toEqual(usageChunk.usage);
     assert.ok(sdkChunks.slice(0, -1).every((c) => c.usage === null));
-    assert.deepEqual(streamedContent(sdkChunks), streamedContent(chunks));
+    expect(streamedContent(sdkChunks)).toEqual(streamedContent(chunks));
   });
 
   test('max_tokens below the reply length: finish_reason length, completion_tokens = the limit', async () => {
@@ -258,7 +257,7 @@ describe('chat completions: responses, streaming and length', () => {
     assertChoiceFraming(chunks, 1);
     assert.equal(chunks.length, 1 + 5 + 1);
     assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
-    assert.deepEqual(streamedContent(chunks), [cut.choices[0].message.content]);
+    expect(streamedContent(chunks)).toEqual([cut.choices[0].message.content]);
 
     // A limit the reply fits in exactly is not cut: finish_reason stop.
     const exact = await client.chat.completions.create({ model, messages: [...MESSAGES], max_tokens: TOKENS });

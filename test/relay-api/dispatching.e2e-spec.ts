@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import {
   closeDb,
   createDevice,
@@ -28,7 +27,7 @@ describe('dispatching: bursts across models and devices', () => {
   const shared = uniq('spread');
   const spreadIds: string[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApi({ QUEUE_TIMEOUT_MS: '5000' }), startDispatcher()]);
     tenant = await createTenant([...models, shared]);
     const [multi, ...spread] = await Promise.all([createDevice(), createDevice(), createDevice(), createDevice()]);
@@ -41,7 +40,7 @@ describe('dispatching: bursts across models and devices', () => {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all(devices.map((d) => d.stop('SIGKILL')));
     await Promise.all([api.stop(), dispatcher.stop()]);
     await closeDb();
@@ -58,11 +57,7 @@ describe('dispatching: bursts across models and devices', () => {
       // Several jobs of one queue announced while the device is busy with another.
       const picks = [models[2], models[2], models[1], models[0], models[2], models[1]];
       const results = await Promise.all(picks.map((m, i) => chat(m, `round ${round} request ${i}`)));
-      assert.deepEqual(
-        results.map((r) => r.status),
-        picks.map(() => 200),
-        `round ${round}: ${results.map((r) => r.text.slice(0, 120)).join('\n')}`,
-      );
+      expect(results.map((r) => r.status)).toEqual(picks.map(() => 200));
       for (const res of results) {
         assert.equal(res.body.choices[0].finish_reason, 'stop');
       }
@@ -71,11 +66,7 @@ describe('dispatching: bursts across models and devices', () => {
 
   test('a burst on one model is spread over its idle devices, and every request is served', async () => {
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => chat(shared, `spread ${i}`)));
-    assert.deepEqual(
-      results.map((r) => r.status),
-      results.map(() => 200),
-      results.map((r) => r.text.slice(0, 120)).join('\n'),
-    );
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
     const rows = await db().task.findMany({
       where: { address: { in: results.map((r) => r.body.task_address) } },
       select: { deviceId: true, status: true },
@@ -83,6 +74,6 @@ describe('dispatching: bursts across models and devices', () => {
     assert.equal(rows.length, 12);
     assert.ok(rows.every((r) => r.status === 'completed'));
     const used = new Set(rows.map((r) => r.deviceId));
-    assert.deepEqual([...used].sort(), [...spreadIds].sort(), 'all three devices took part');
+    expect([...used].sort()).toEqual([...spreadIds].sort());
   });
 });

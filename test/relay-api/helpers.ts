@@ -46,7 +46,7 @@ export class Relay {
 
   /** Starts a sim device and keeps it to stop in {@link stop}. */
   async device(token: string, opts: DeviceOptions, pool = 'network'): Promise<Proc> {
-    const proc = await startDevice(this.dispatcher, token, opts, pool);
+    const proc = await startDevice(this.dispatcher, token, opts, { pool });
     this.devices.push(proc);
     return proc;
   }
@@ -105,9 +105,9 @@ export function assertError(
 ) {
   assert.equal(res.status, status, `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text}`);
   assert.ok(res.body && typeof res.body === 'object', `not JSON: ${res.text}`);
-  assert.deepEqual(Object.keys(res.body), ['error'], res.text);
+  expect(Object.keys(res.body)).toEqual(['error']);
   const error = res.body.error;
-  assert.deepEqual(Object.keys(error).sort(), ['code', 'message', 'param', 'type'], res.text);
+  expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
   if (code !== null) {
     assert.equal(error.code, code, res.text);
   } else {
@@ -205,7 +205,7 @@ export function assertChoiceFraming(chunks: any[], n: number): void {
       (chunk.choices as any[]).filter((c) => c.index === index).map((c) => ({ c, at })),
     );
     assert.ok(entries.length >= 2, `choice ${index}: ${entries.length} chunks`);
-    assert.deepEqual(entries[0].c.delta, { role: 'assistant', content: '' }, `choice ${index}: first delta`);
+    expect(entries[0].c.delta).toEqual({ role: 'assistant', content: '' });
     assert.equal(entries[0].c.finish_reason, null);
     const last = entries.at(-1)!;
     assert.equal(last.at, finishes[index].at, `choice ${index}: something after its finish chunk`);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { createDevice, createTenant, db, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -26,7 +25,7 @@ describe('chat completions: unsupported_by_node', () => {
   ];
   const toolsRequest = { model, messages: [{ role: 'user', content: 'Weather in Bern?' }], tools };
 
-  before(async () => {
+  beforeAll(async () => {
     // A request that no device takes ends with 503 queue_timeout after this, well within the suite's time.
     await relay.start({ QUEUE_TIMEOUT_MS: '10000' });
     tenant = await createTenant([model]);
@@ -36,7 +35,7 @@ describe('chat completions: unsupported_by_node', () => {
     await relay.device(device.token, { models: [model], tokens: 8, features: [] });
   });
 
-  after(() => relay.stop());
+  afterAll(() => relay.stop());
 
   async function unsupportedByNode(body: Record<string, unknown>, param: string) {
     const before = await taskCount(tenant.org.id);
@@ -56,7 +55,7 @@ describe('chat completions: unsupported_by_node', () => {
 
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true });
     const chunks = chunksOf(sse);
-    assert.deepEqual(streamedContent(chunks), [res.body.choices[0].message.content]);
+    expect(streamedContent(chunks)).toEqual([res.body.choices[0].message.content]);
 
     // n: 1 needs no feature.
     const one = await relay.chat(tenant.key, { model, messages: MESSAGES, n: 1 });

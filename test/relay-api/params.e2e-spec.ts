@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import type OpenAI from 'openai';
 import { createDevice, createTenant, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
@@ -46,7 +45,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
   };
   const timeTool = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object' } } };
 
-  before(async () => {
+  beforeAll(async () => {
     await relay.start();
     tenant = await createTenant([model]);
     const device = await createDevice();
@@ -56,7 +55,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     assert.equal(baseline.split(' ').length, TOKENS);
   });
 
-  after(() => relay.stop());
+  afterAll(() => relay.stop());
 
   test('stop strings cut the reply before the first match, as a string or a list of up to 4', async () => {
     const words = baseline.split(' ');
@@ -86,7 +85,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true, stop: [stop] });
     const chunks = chunksOf(sse);
     assertChoiceFraming(chunks, 1);
-    assert.deepEqual(streamedContent(chunks), [expected]);
+    expect(streamedContent(chunks)).toEqual([expected]);
     assert.equal(finishReasons(chunks)[0].reason, 'stop');
 
     // A stop string that never appears changes nothing.
@@ -97,10 +96,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
   test('n: 2 gives two choices, non-streamed and streamed', async () => {
     const res = await client.chat.completions.create({ model, messages: [...MESSAGES], n: 2 });
     assert.equal(res.choices.length, 2);
-    assert.deepEqual(
-      res.choices.map((c) => c.index),
-      [0, 1],
-    );
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
     for (const choice of res.choices) {
       assert.equal(choice.finish_reason, 'stop');
       assert.equal(choice.message.role, 'assistant');
@@ -109,7 +105,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       assert.equal(choice.message.content!.split(' ').length, TOKENS);
     }
     assert.notEqual(res.choices[0].message.content, res.choices[1].message.content);
-    assert.deepEqual(res.usage, {
+    expect(res.usage).toEqual({
       prompt_tokens: PROMPT_WORDS,
       completion_tokens: 2 * TOKENS,
       total_tokens: PROMPT_WORDS + 2 * TOKENS,
@@ -119,14 +115,8 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     const chunks = chunksOf(sse);
     assertChunkEnvelope(chunks, model);
     assertChoiceFraming(chunks, 2);
-    assert.deepEqual(
-      finishReasons(chunks).map((f) => f.reason),
-      ['stop', 'stop'],
-    );
-    assert.deepEqual(
-      streamedContent(chunks),
-      res.choices.map((c) => c.message.content),
-    );
+    expect(finishReasons(chunks).map((f) => f.reason)).toEqual(['stop', 'stop']);
+    expect(streamedContent(chunks)).toEqual(res.choices.map((c) => c.message.content));
 
     // n: 1 is a single choice, the same as without n.
     const one = await client.chat.completions.create({ model, messages: [...MESSAGES], n: 1 });
@@ -171,7 +161,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     });
     assert.equal(auto.status, 200, auto.text);
     assert.equal(auto.body.choices[0].finish_reason, 'tool_calls');
-    assert.deepEqual(auto.body.choices[0].message.tool_calls, calls);
+    expect(auto.body.choices[0].message.tool_calls).toEqual(calls);
   });
 
   test('tools streamed: one chunk carries the whole call, then finish_reason tool_calls', async () => {
@@ -188,7 +178,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     const [delta] = withCalls[0].choices;
     assert.equal(delta.finish_reason, null);
     assert.equal(delta.delta.tool_calls.length, 1);
-    assert.deepEqual(delta.delta.tool_calls[0], {
+    expect(delta.delta.tool_calls[0]).toEqual({
       index: 0,
       id: expected.id,
       type: 'function',
@@ -216,7 +206,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
         finish = choice.finish_reason ?? finish;
       }
     }
-    assert.deepEqual(sdkCalls, delta.delta.tool_calls);
+    expect(sdkCalls).toEqual(delta.delta.tool_calls);
     assert.equal(finish, 'tool_calls');
   });
 
@@ -268,7 +258,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     // The same as sending it as a tool.
     const asTool = await relay.chat(tenant.key, { model, messages, tools: [{ type: 'function', function: fn }] });
     assert.equal(asTool.status, 200, asTool.text);
-    assert.deepEqual(asTool.body.choices[0].message.tool_calls, choice.message.tool_calls);
+    expect(asTool.body.choices[0].message.tool_calls).toEqual(choice.message.tool_calls);
 
     // function_call auto / none map to tool_choice.
     const auto = await relay.chat(tenant.key, { model, messages, functions: [fn], function_call: 'auto' });
@@ -304,7 +294,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     });
     const chunks = chunksOf(sse);
     assertChoiceFraming(chunks, 1);
-    assert.deepEqual(streamedContent(chunks), [res.choices[0].message.content]);
+    expect(streamedContent(chunks)).toEqual([res.choices[0].message.content]);
 
     // type text is the plain reply.
     const text = await client.chat.completions.create({
@@ -332,7 +322,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       response_format: { type: 'json_schema', json_schema: { name: 'departure', schema, strict: true } },
     });
     const value = JSON.parse(res.choices[0].message.content!);
-    assert.deepEqual(Object.keys(value).sort(), ['delayed', 'platform', 'station']);
+    expect(Object.keys(value).sort()).toEqual(['delayed', 'platform', 'station']);
     assert.equal(typeof value.station, 'string');
     assert.ok(Number.isInteger(value.platform) && value.platform >= 1 && value.platform <= 9);
     assert.equal(typeof value.delayed, 'boolean');
@@ -353,7 +343,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     for (const entry of entries) {
       assert.equal(typeof entry.token, 'string');
       assert.ok(entry.logprob <= 0);
-      assert.deepEqual(entry.bytes, [...Buffer.from(entry.token, 'utf8')]);
+      expect(entry.bytes).toEqual([...Buffer.from(entry.token, 'utf8')]);
       assert.equal(entry.top_logprobs.length, 3);
       for (const alt of entry.top_logprobs) {
         assert.equal(typeof alt.token, 'string');

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -34,7 +33,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
   let networkDeviceId: string;
   let sharedDeviceIds: string[];
 
-  before(async () => {
+  beforeAll(async () => {
     await relay.start();
     // One after the other: createTenant upserts the catalog entries, which races when run in parallel.
     orgA = await createTenant([model, offlineModel, sharedModel]);
@@ -56,7 +55,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     ]);
   });
 
-  after(() => relay.stop());
+  afterAll(() => relay.stop());
 
   async function served(tenant: Tenant, body: Record<string, unknown>) {
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES, ...body });
@@ -155,7 +154,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     assert.equal(view.device_id, row.deviceId);
     assert.equal(view.finish_reason, 'stop');
     assert.equal(view.error_code, null);
-    assert.deepEqual(view.usage, res.body.usage);
+    expect(view.usage).toEqual(res.body.usage);
     assert.match(view.output_sha256, SHA256_HEX);
     assert.equal(view.output_sha256, row.outputSha256);
     assert.equal(view.output_sha256, sha256(res.body.choices[0].message.content));
@@ -218,7 +217,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
       devices.add(task.deviceId);
     }
     assert.equal(addresses.size, 10);
-    assert.deepEqual([...devices].sort(), [...sharedDeviceIds].sort());
+    expect([...devices].sort()).toEqual([...sharedDeviceIds].sort());
     const rows = await db().task.findMany({ where: { orgId: orgA.org.id, modelId: sharedModel } });
     assert.equal(rows.length, 10);
     assert.ok(rows.every((t) => t.status === 'completed'));

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import {
   closeDb,
@@ -22,11 +21,11 @@ describe('device failures', () => {
   let dispatcher: Dispatcher;
   const procs: Proc[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApi({ QUEUE_TIMEOUT_MS: '2000' }), startDispatcher()]);
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all([...procs.map((p) => p.stop('SIGKILL')), api?.stop(), dispatcher?.stop()]);
     await closeDb();
   });

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -42,7 +41,7 @@ describe('chaos: devices and clients', () => {
   /** The device each case starts with (its own model), started together to save time. */
   const victims: Record<string, { model: string; id: string; token: string; proc: Proc }> = {};
 
-  before(async () => {
+  beforeAll(async () => {
     // A frozen device is dropped after DEVICE_INACTIVITY_MS: short here, to keep the cases short.
     [api, dispatcher] = await Promise.all([
       startApi({ QUEUE_TIMEOUT_MS: '30000' }),
@@ -65,7 +64,7 @@ describe('chaos: devices and clients', () => {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     for (const f of fakes) {
       f.close();
     }
@@ -210,7 +209,7 @@ describe('chaos: devices and clients', () => {
       const text = live.text;
       victim.proc.child.kill('SIGCONT');
       // The thawed device reconnects, serves again, and sends nothing more for the old task.
-      await waitOnline('network', [model], victim.token, { proc: victim.proc });
+      await waitOnline([model], victim.token, { proc: victim.proc });
       const expected = await reference(model, prompt);
       const content = assertFailedStream(live, expected, 'device_disconnected');
       const address = live.events[0].task_address;
@@ -266,7 +265,7 @@ describe('chaos: devices and clients', () => {
     let model: string;
     let slow: { model: string; id: string; proc: Proc };
 
-    before(() => {
+    beforeAll(() => {
       slow = victims.clients;
       model = slow.model;
     });

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -53,7 +52,7 @@ describe('chaos: api and dispatcher instances', () => {
   const tokens: Record<string, string> = {};
   const references = new Map<string, string>();
 
-  before(async () => {
+  beforeAll(async () => {
     const env = { QUEUE_TIMEOUT_MS: '120000', LOG_LEVEL: 'info' };
     [apiA, apiB, d1, d2] = await Promise.all([
       startApi(env),
@@ -84,7 +83,7 @@ describe('chaos: api and dispatcher instances', () => {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopAll(devices, servers);
     await closeDb();
   });
@@ -160,117 +159,111 @@ describe('chaos: api and dispatcher instances', () => {
     }
   });
 
-  it(
-    'SIGKILL on a dispatcher holding queued, assigned and streaming tasks: each ends whole or with an explicit error',
-    { timeout: 150_000 },
-    async () => {
-      // The survivor is busy, so that the next tasks go to the doomed dispatcher's devices or wait.
-      const busy = chat(apiB, queued, 'keeps the survivor busy');
-      await waitStatus(tenant.org.id, 'streaming', 15_000, { modelId: queued });
-      const streaming = new LiveStream(
-        url(apiA),
-        tenant.key,
-        chatBody(streamed, 'streams when it dies', { stream: true }),
-      );
-      await streaming.waitFor(/"content":"[^"]+"/);
-      const evaluating = new LiveStream(
-        url(apiB),
-        tenant.key,
-        chatBody(assigned, 'thinks when it dies', { stream: true }),
-      );
-      // The stream opens once the device has accepted the task.
-      await evaluating.waitFor(/"role":"assistant"/);
-      const waiting = [
-        chat(apiA, queued, 'waits when it dies (a)'),
-        new LiveStream(url(apiB), tenant.key, chatBody(queued, 'waits when it dies (b)', { stream: true })),
-      ] as const;
-      await waitTasks(
-        { orgId: tenant.org.id, modelId: queued, status: 'queued' },
-        (r) => r.length === 2,
-        15_000,
-        'two queued tasks',
-      );
-      const states = (await db().task.findMany({ where: { orgId: tenant.org.id, status: { notIn: TERMINAL as any } } }))
-        .map(
-          (t) => `${t.modelId === streamed ? 'streamed' : t.modelId === assigned ? 'assigned' : 'queued'}:${t.status}`,
-        )
-        .sort();
-      assert.deepEqual(states, [
-        'assigned:assigned',
-        'queued:queued',
-        'queued:queued',
-        'queued:streaming',
-        'streamed:streaming',
-      ]);
+  it('SIGKILL on a dispatcher holding queued, assigned and streaming tasks: each ends whole or with an explicit error', async () => {
+    // The survivor is busy, so that the next tasks go to the doomed dispatcher's devices or wait.
+    const busy = chat(apiB, queued, 'keeps the survivor busy');
+    await waitStatus(tenant.org.id, 'streaming', 15_000, { modelId: queued });
+    const streaming = new LiveStream(
+      url(apiA),
+      tenant.key,
+      chatBody(streamed, 'streams when it dies', { stream: true }),
+    );
+    await streaming.waitFor(/"content":"[^"]+"/);
+    const evaluating = new LiveStream(
+      url(apiB),
+      tenant.key,
+      chatBody(assigned, 'thinks when it dies', { stream: true }),
+    );
+    // The stream opens once the device has accepted the task.
+    await evaluating.waitFor(/"role":"assistant"/);
+    const waiting = [
+      chat(apiA, queued, 'waits when it dies (a)'),
+      new LiveStream(url(apiB), tenant.key, chatBody(queued, 'waits when it dies (b)', { stream: true })),
+    ] as const;
+    await waitTasks(
+      { orgId: tenant.org.id, modelId: queued, status: 'queued' },
+      (r) => r.length === 2,
+      15_000,
+      'two queued tasks',
+    );
+    const states = (await db().task.findMany({ where: { orgId: tenant.org.id, status: { notIn: TERMINAL as any } } }))
+      .map((t) => `${t.modelId === streamed ? 'streamed' : t.modelId === assigned ? 'assigned' : 'queued'}:${t.status}`)
+      .sort();
+    expect(states).toEqual([
+      'assigned:assigned',
+      'queued:queued',
+      'queued:queued',
+      'queued:streaming',
+      'streamed:streaming',
+    ]);
 
-      d1.proc.child.kill('SIGKILL');
-      await d1.proc.exited;
-      // Brought back on the same port: its devices reconnect there.
-      await sleep(2_000);
-      const restarted = await startDispatcher({ QUEUE_TIMEOUT_MS: '120000', LOG_LEVEL: 'info' }, d1.port);
-      servers.push(restarted);
+    d1.proc.child.kill('SIGKILL');
+    await d1.proc.exited;
+    // Brought back on the same port: its devices reconnect there.
+    await sleep(2_000);
+    const restarted = await startDispatcher({ QUEUE_TIMEOUT_MS: '120000', LOG_LEVEL: 'info' }, d1.port);
+    servers.push(restarted);
 
-      // Queued and busy tasks: whole answers.
-      const busyRes = await within(busy, RECOVERY_MS, 'the busy task');
-      assert.equal(busyRes.status, 200, busyRes.text);
-      const waitingRes = await within(waiting[0], RECOVERY_MS, 'a queued task');
-      assert.equal(waitingRes.status, 200, waitingRes.text);
-      await within(waiting[1].done, RECOVERY_MS, 'a queued stream');
+    // Queued and busy tasks: whole answers.
+    const busyRes = await within(busy, RECOVERY_MS, 'the busy task');
+    assert.equal(busyRes.status, 200, busyRes.text);
+    const waitingRes = await within(waiting[0], RECOVERY_MS, 'a queued task');
+    assert.equal(waitingRes.status, 200, waitingRes.text);
+    await within(waiting[1].done, RECOVERY_MS, 'a queued stream');
 
-      // The streaming task cannot start over: an explicit error after what was sent, no [DONE].
-      await within(streaming.done, RECOVERY_MS, 'the streaming task');
-      const last = streaming.events.at(-1);
-      assert.equal(last?.error?.code, 'device_disconnected', streaming.text.slice(-400));
-      assert.equal(last.error.type, 'server_error');
-      assert.ok(!streaming.events.includes('[DONE]'));
-      const partial = sseContent(streaming.events);
+    // The streaming task cannot start over: an explicit error after what was sent, no [DONE].
+    await within(streaming.done, RECOVERY_MS, 'the streaming task');
+    const last = streaming.events.at(-1);
+    assert.equal(last?.error?.code, 'device_disconnected', streaming.text.slice(-400));
+    assert.equal(last.error.type, 'server_error');
+    assert.ok(!streaming.events.includes('[DONE]'));
+    const partial = sseContent(streaming.events);
 
-      // The assigned task (no output yet) comes back from the stalled check and is served whole.
-      await within(evaluating.done, RECOVERY_MS, 'the assigned task');
+    // The assigned task (no output yet) comes back from the stalled check and is served whole.
+    await within(evaluating.done, RECOVERY_MS, 'the assigned task');
 
-      // Compare with the deterministic replies, which also shows the system serves normally again. A fast
-      // device takes over from the slow ones (same reply length, so the same replies) to keep this short.
-      const fast = await createDevice();
-      devices.push(
-        await startDevice(d2.url, fast.token, {
-          models: [streamed, assigned, queued],
-          tokens: TOKENS,
-          tokensPerSecond: 200,
-        }),
-      );
-      await Promise.all(['streaming', 'evaluating', 'survivor'].map((n) => devices[order.indexOf(n)].stop('SIGKILL')));
-      const [r0, r1, r2, r3, r4] = await Promise.all([
-        reference(queued, 'keeps the survivor busy', apiB),
-        reference(queued, 'waits when it dies (a)'),
-        reference(queued, 'waits when it dies (b)', apiB),
-        reference(assigned, 'thinks when it dies'),
-        reference(streamed, 'streams when it dies'),
-      ]);
-      assert.equal(busyRes.body.choices[0].message.content, r0);
-      assert.equal(waitingRes.body.choices[0].message.content, r1);
-      assertWholeStream(waiting[1], r2, 'the queued stream');
-      assertWholeStream(evaluating, r3, 'the assigned stream');
-      const expected = r4;
-      assert.ok(partial.length > 0 && expected.startsWith(partial), `not a prefix:\n${partial}\n${expected}`);
+    // Compare with the deterministic replies, which also shows the system serves normally again. A fast
+    // device takes over from the slow ones (same reply length, so the same replies) to keep this short.
+    const fast = await createDevice();
+    devices.push(
+      await startDevice(d2.url, fast.token, {
+        models: [streamed, assigned, queued],
+        tokens: TOKENS,
+        tokensPerSecond: 200,
+      }),
+    );
+    await Promise.all(['streaming', 'evaluating', 'survivor'].map((n) => devices[order.indexOf(n)].stop('SIGKILL')));
+    const [r0, r1, r2, r3, r4] = await Promise.all([
+      reference(queued, 'keeps the survivor busy', apiB),
+      reference(queued, 'waits when it dies (a)'),
+      reference(queued, 'waits when it dies (b)', apiB),
+      reference(assigned, 'thinks when it dies'),
+      reference(streamed, 'streams when it dies'),
+    ]);
+    assert.equal(busyRes.body.choices[0].message.content, r0);
+    assert.equal(waitingRes.body.choices[0].message.content, r1);
+    assertWholeStream(waiting[1], r2, 'the queued stream');
+    assertWholeStream(evaluating, r3, 'the assigned stream');
+    const expected = r4;
+    assert.ok(partial.length > 0 && expected.startsWith(partial), `not a prefix:\n${partial}\n${expected}`);
 
-      const rows = await waitAllTerminal(tenant.org.id, 30_000);
-      const byAddress = new Map(rows.map((r) => [r.address, r]));
-      const failed = byAddress.get(streaming.events[0].task_address)!;
-      assert.equal(failed.status, 'failed');
-      assert.equal(failed.errorCode, 'device_disconnected');
-      const moved = byAddress.get(evaluating.events[0].task_address)!;
-      assert.equal(moved.status, 'completed');
-      assert.ok(moved.attempts >= 2, `attempts ${moved.attempts}`);
-      assert.equal(moved.outputSha256, sha256(sseContent(evaluating.events)));
-      for (const row of rows) {
-        assert.ok(row.finishedAt, `${row.address}: ${row.status} without finished_at`);
-      }
-    },
-  );
+    const rows = await waitAllTerminal(tenant.org.id, 30_000);
+    const byAddress = new Map(rows.map((r) => [r.address, r]));
+    const failed = byAddress.get(streaming.events[0].task_address)!;
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.errorCode, 'device_disconnected');
+    const moved = byAddress.get(evaluating.events[0].task_address)!;
+    assert.equal(moved.status, 'completed');
+    assert.ok(moved.attempts >= 2, `attempts ${moved.attempts}`);
+    assert.equal(moved.outputSha256, sha256(sseContent(evaluating.events)));
+    for (const row of rows) {
+      assert.ok(row.finishedAt, `${row.address}: ${row.status} without finished_at`);
+    }
+  }, 150_000);
 
   it('after the storm: both apis and both dispatchers serve a full round again', async () => {
     // The fast device of the killed dispatcher is back, on its restarted instance.
-    await waitOnline('network', [shared], tokens.f1);
+    await waitOnline([shared], tokens.f1);
     const rows = await round('after');
     const served = new Set(rows.map((r) => r.deviceId));
     assert.ok(served.has(ids.f1) && served.has(ids.f2), 'devices of both dispatchers served');

@@ -5,24 +5,14 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
-import { createRedis, keys, sha256Hex } from '@app/common';
-import {
-  ADMIN_TOKEN,
-  DATABASE_URL,
-  Proc,
-  REDIS_URL,
-  baseEnv,
-  db,
-  freePort,
-  simDeviceArgs,
-  sleep,
-  startNode,
-} from '../support/stack';
-import type { Api, DeviceOptions, Dispatcher } from '../support/stack';
+import { ADMIN_TOKEN, DATABASE_URL, Proc, db, freePort, sleep } from '../support/stack';
+
+export { deviceIdOf, startApi, startDevice, startDispatcher, waitOnline } from '../support/stack';
+export { FakeDevice } from '../support/fake-device';
+export { within } from '../support/stack';
 
 /**
- * Shared fixtures of the reliability and security suites (issue 7): processes that can be started
- * on a chosen port (to restart one in place), a private redis-server, a TCP proxy that can cut
+ * Shared fixtures of the reliability and security suites: a private redis-server, a TCP proxy that can cut
  * Postgres, an HTTP client that can send any bytes from any loopback address, and assertions for
  * the documented error shapes and for task rows that must all end.
  */
@@ -33,107 +23,6 @@ export const TASK_ADDRESS = /^(direct|network):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{
 export const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 export const adminAuth = { authorization: `Bearer ${ADMIN_TOKEN}` };
-
-/**
- * How long a process may take to come up. Two suites run at once on two cores, each starting
- * several Node processes, so startup can take far longer than on an idle machine.
- */
-const STARTUP_MS = 60_000;
-
-async function waitHealthy(url: string, proc: Proc): Promise<void> {
-  const deadline = Date.now() + STARTUP_MS;
-  for (;;) {
-    try {
-      if ((await fetch(url, { signal: AbortSignal.timeout(2_000) })).ok) {
-        return;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (proc.child.exitCode !== null || Date.now() > deadline) {
-      await proc.stop('SIGKILL');
-      throw new Error(`${url} did not come up; output:\n${proc.output}`);
-    }
-    await sleep(50);
-  }
-}
-
-/** The built api as a real process, on a free port or on the one given. */
-export async function startApi(env: Record<string, string> = {}, port?: number): Promise<Api> {
-  const p = port ?? (await freePort());
-  const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: String(p), ADMIN_TOKEN, ...env }));
-  const url = `http://127.0.0.1:${p}`;
-  await waitHealthy(`${url}/healthz`, proc);
-  return { url, port: p, proc, stop: async () => void (await proc.stop()) };
-}
-
-/** The built dispatcher as a real process, on a free port or on the one given (a restart in place). */
-export async function startDispatcher(env: Record<string, string> = {}, port?: number): Promise<Dispatcher> {
-  const p = port ?? (await freePort());
-  const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(p), ...env }));
-  const url = `http://127.0.0.1:${p}`;
-  await waitHealthy(`${url}/healthz`, proc);
-  return { url, port: p, proc, stop: async (signal = 'SIGTERM') => void (await proc.stop(signal)) };
-}
-
-/** The device's row id for a token. */
-export async function deviceIdOf(token: string): Promise<string> {
-  const device = await db().device.findUniqueOrThrow({ where: { tokenHash: sha256Hex(token) } });
-  return device.id;
-}
-
-/** Waits until a device's presence is published for each model in the pool, in the given Redis. */
-export async function waitOnline(
-  pool: string,
-  models: string[],
-  token: string,
-  opts: { proc?: Proc; redisUrl?: string; timeoutMs?: number } = {},
-): Promise<void> {
-  const deviceId = await deviceIdOf(token);
-  const redis = createRedis(opts.redisUrl ?? REDIS_URL);
-  redis.on('error', () => undefined);
-  try {
-    const deadline = Date.now() + (opts.timeoutMs ?? STARTUP_MS);
-    for (;;) {
-      const found = await Promise.all(
-        models.map(async (m) =>
-          (await redis.zrangebyscore(keys.presence(pool, m), Date.now(), '+inf').catch(() => [])).some((x) =>
-            x.startsWith(`${deviceId}|`),
-          ),
-        ),
-      );
-      if (found.every(Boolean)) {
-        return;
-      }
-      if (Date.now() > deadline || (opts.proc && opts.proc.child.exitCode !== null)) {
-        throw new Error(`device did not come online for ${models.join(', ')}; output:\n${opts.proc?.output ?? ''}`);
-      }
-      await sleep(50);
-    }
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/** Starts a sim device agent on a dispatcher URL and waits until it is online (killed when it is not). */
-export async function startDevice(
-  server: string,
-  token: string,
-  opts: DeviceOptions,
-  where: { pool?: string; redisUrl?: string; wait?: boolean } = {},
-): Promise<Proc> {
-  const proc = startNode('apps/device/src/main.js', simDeviceArgs(server, token, opts), baseEnv());
-  if (where.wait === false) {
-    return proc;
-  }
-  try {
-    await waitOnline(where.pool ?? 'network', opts.models, token, { proc, redisUrl: where.redisUrl });
-  } catch (error) {
-    await proc.stop('SIGKILL');
-    throw error;
-  }
-  return proc;
-}
 
 /** Stops processes: devices first (killed: they hold nothing), then dispatchers and apis. */
 export async function stopAll(
@@ -226,10 +115,10 @@ export function assertOpenAIError(
     assert.equal(res.status, status, `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text.slice(0, 500)}`);
   }
   assert.ok(res.body && typeof res.body === 'object' && !Array.isArray(res.body), `not a JSON object: ${res.text}`);
-  assert.deepEqual(Object.keys(res.body), ['error'], res.text);
+  expect(Object.keys(res.body)).toEqual(['error']);
   const error = res.body.error;
   assert.ok(error && typeof error === 'object', res.text);
-  assert.deepEqual(Object.keys(error).sort(), ['code', 'message', 'param', 'type'], res.text);
+  expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
   assert.equal(typeof error.message, 'string', res.text);
   assert.ok(error.message.length > 0, res.text);
   assert.equal(typeof error.type, 'string', res.text);
@@ -264,7 +153,7 @@ export function assertOllamaError(res: { status: number; body: any; text: string
     assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text.slice(0, 500)}`);
   }
   assert.ok(res.body && typeof res.body === 'object' && !Array.isArray(res.body), `not a JSON object: ${res.text}`);
-  assert.deepEqual(Object.keys(res.body), ['error'], res.text);
+  expect(Object.keys(res.body)).toEqual(['error']);
   assert.equal(typeof res.body.error, 'string', res.text);
   assert.ok(res.body.error.length > 0, res.text);
   return res.body.error;
@@ -570,74 +459,4 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     }
   }
   return found ? total : NaN;
-}
-
-/**
- * A device written by hand on socket.io-client (a real device token), for what the agent never
- * does on its own: disconnect at a chosen moment, or send arbitrary events.
- */
-export class FakeDevice {
-  readonly assignments: { payload: any }[] = [];
-
-  private constructor(readonly socket: import('socket.io-client').Socket) {}
-
-  static async connect(
-    server: string,
-    token: string,
-    models: string[],
-    opts: { features?: string[]; ack?: boolean } = {},
-  ): Promise<FakeDevice> {
-    const { io } = await import('socket.io-client');
-    const socket = io(`${server}/devices`, {
-      transports: ['websocket'],
-      auth: { token, protocol: 1 },
-      reconnection: false,
-      forceNew: true,
-    });
-    const device = new FakeDevice(socket);
-    socket.on('task:assign', (payload: any, ack: (answer: unknown) => void) => {
-      if (opts.ack !== false) {
-        ack({ accepted: true });
-      }
-      device.assignments.push({ payload });
-    });
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', reject);
-    });
-    const answer = await socket.timeout(5_000).emitWithAck('announce', {
-      agent_version: 'fake-1',
-      backend: 'sim',
-      models,
-      features: opts.features ?? [],
-      available: true,
-      running_task: null,
-    });
-    assert.equal(answer.ok, true, JSON.stringify(answer));
-    return device;
-  }
-
-  async nextAssignment(timeoutMs = 15_000): Promise<any> {
-    await eventually(async () => this.assignments.length > 0, timeoutMs, 'an assignment for the fake device');
-    return this.assignments.shift()!.payload;
-  }
-
-  close(): void {
-    this.socket.disconnect();
-  }
-}
-
-/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
-export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms (a hang)`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { queueName } from '@app/common';
 import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
@@ -65,7 +64,7 @@ describe('observability and graceful shutdown', () => {
   const slowModel = uniq('slow');
   let tenant: Tenant;
 
-  before(async () => {
+  beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher({ LOG_LEVEL: 'info' })]);
     tenant = await createTenant([model, slowModel]);
     const [d1, d2] = await Promise.all([createDevice(), createDevice()]);
@@ -77,7 +76,7 @@ describe('observability and graceful shutdown', () => {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     await stopAll(devices, [api, dispatcher, ...extraServers].filter(Boolean));
     await closeDb();
   });
@@ -212,7 +211,7 @@ describe('observability and graceful shutdown', () => {
 
   describe('graceful shutdown', () => {
     let streamer: string;
-    before(async () => {
+    beforeAll(async () => {
       streamer = uniq('streamer');
       await db().model.create({ data: { id: streamer } });
       await http('PUT', `${api.url}/admin/orgs/${tenant.org.name}/models/${streamer}`, { headers: adminAuth });
@@ -327,9 +326,6 @@ describe('observability and graceful shutdown', () => {
     const open = await db().task.findMany({
       where: { orgId: tenant.org.id, status: { in: ['queued', 'assigned', 'streaming'] } },
     });
-    assert.deepEqual(
-      open.map((t) => [t.address, t.status]),
-      [],
-    );
+    expect(open.map((t) => [t.address, t.status])).toEqual([]);
   });
 });

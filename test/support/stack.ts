@@ -6,11 +6,14 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { AdminService, createPrismaClient, createRedis, keys, sha256Hex } from '@app/common';
 import type { PrismaClient } from '@app/common';
+import { runCli } from '../../apps/cli/src/cli';
+import { TEST_ENV } from '../jest/test-env';
 
-/** The build's root (dist/), from dist/test/support. */
-export const DIST = join(__dirname, '..', '..');
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/switchyard_test';
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/15';
+/** This run's transpiled apps (see test/jest/transpile.ts): what the real processes run. */
+export const DIST = process.env[TEST_ENV.build] ?? '';
+/** This run's own Postgres and Redis databases (see test/jest/global-setup.ts). */
+export const DATABASE_URL = process.env[TEST_ENV.databaseUrl] ?? '';
+export const REDIS_URL = process.env[TEST_ENV.redisUrl] ?? '';
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
 /** Longer than any deadline a test provokes on purpose (queue and stream timeouts are set shorter). */
@@ -120,9 +123,9 @@ export interface Api {
   stop(): Promise<void>;
 }
 
-/** Starts the built api as a real process on a free port. */
-export async function startApi(env: Record<string, string> = {}): Promise<Api> {
-  const port = await freePort();
+/** Starts the api as a real process, on a free port or on the one given (a restart in place). */
+export async function startApi(env: Record<string, string> = {}, at?: number): Promise<Api> {
+  const port = at ?? (await freePort());
   const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: String(port), ADMIN_TOKEN, ...env }));
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
@@ -135,8 +138,23 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the built admin CLI as a real process. */
-export function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+/**
+ * Runs one admin CLI command in this process, through the same command layer as the binary (the
+ * command line parsing, AdminService, the output), with its output captured.
+ */
+export async function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(['node', 'switchyard', ...args], {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env: baseEnv(env),
+  });
+  return { code, stdout, stderr };
+}
+
+/** Runs the admin CLI binary as a real process. */
+export function cliProcess(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -214,9 +232,9 @@ export interface Dispatcher {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts the built dispatcher as a real process on a free port. */
-export async function startDispatcher(env: Record<string, string> = {}): Promise<Dispatcher> {
-  const port = await freePort();
+/** Starts the dispatcher as a real process, on a free port or on the one given (a restart in place). */
+export async function startDispatcher(env: Record<string, string> = {}, at?: number): Promise<Dispatcher> {
+  const port = at ?? (await freePort());
   const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port), ...env }));
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
@@ -254,19 +272,41 @@ export function simDeviceArgs(server: string, token: string, opts: DeviceOptions
   return args;
 }
 
+/** Where a device is expected online, and how long to wait for it. */
+export interface OnlineOptions {
+  /** `network` (default) or the org id of a direct device. */
+  pool?: string;
+  /** The Redis the dispatcher publishes presence to (default: this run's). */
+  redisUrl?: string;
+  timeoutMs?: number;
+  /** A process whose exit ends the wait early (with its output in the error). */
+  proc?: Proc;
+}
+
+/** The device's row id for a token. */
+export async function deviceIdOf(token: string): Promise<string> {
+  const device = await db().device.findUniqueOrThrow({ where: { tokenHash: sha256Hex(token) } });
+  return device.id;
+}
+
 /**
- * Starts a real device agent with the sim backend and waits until the dispatcher has it online for
- * every model (its presence is published), so that requests can be routed to it.
+ * Starts a real device agent with the sim backend and, unless `wait` is false, waits until the
+ * dispatcher has it online for every model (its presence is published), so that requests can be
+ * routed to it. A device that does not come online is killed.
  */
 export async function startDevice(
-  dispatcher: Dispatcher,
+  dispatcher: { url: string } | string,
   token: string,
   opts: DeviceOptions,
-  pool = 'network',
+  where: Omit<OnlineOptions, 'proc'> & { wait?: boolean } = {},
 ): Promise<Proc> {
-  const proc = startNode('apps/device/src/main.js', simDeviceArgs(dispatcher.url, token, opts), baseEnv());
+  const url = typeof dispatcher === 'string' ? dispatcher : dispatcher.url;
+  const proc = startNode('apps/device/src/main.js', simDeviceArgs(url, token, opts), baseEnv());
+  if (where.wait === false) {
+    return proc;
+  }
   try {
-    await waitOnline(pool, opts.models, token, proc);
+    await waitOnline(opts.models, token, { ...where, proc });
   } catch (error) {
     await proc.stop('SIGKILL');
     throw error;
@@ -275,27 +315,25 @@ export async function startDevice(
 }
 
 /** Waits until a device's presence is published for each model in the pool. */
-export async function waitOnline(pool: string, models: string[], token: string, proc?: Proc): Promise<void> {
-  const device = await db().device.findUnique({ where: { tokenHash: sha256Hex(token) } });
-  if (!device) {
-    throw new Error('unknown device token');
-  }
-  const redis = createRedis(REDIS_URL);
+export async function waitOnline(models: string[], token: string, opts: OnlineOptions = {}): Promise<void> {
+  const deviceId = await deviceIdOf(token);
+  const redis = createRedis(opts.redisUrl ?? REDIS_URL);
+  redis.on('error', () => undefined);
   try {
-    const deadline = Date.now() + START_TIMEOUT_MS;
+    const deadline = Date.now() + (opts.timeoutMs ?? START_TIMEOUT_MS);
     for (;;) {
       const found = await Promise.all(
         models.map(async (m) =>
-          (await redis.zrangebyscore(keys.presence(pool, m), Date.now(), '+inf')).some((x) =>
-            x.startsWith(`${device.id}|`),
-          ),
+          (
+            await redis.zrangebyscore(keys.presence(opts.pool ?? 'network', m), Date.now(), '+inf').catch(() => [])
+          ).some((x) => x.startsWith(`${deviceId}|`)),
         ),
       );
       if (found.every(Boolean)) {
         return;
       }
-      if (Date.now() > deadline || (proc && proc.child.exitCode !== null)) {
-        throw new Error(`device did not come online for ${models.join(', ')}; output:\n${proc?.output ?? ''}`);
+      if (Date.now() > deadline || (opts.proc && opts.proc.child.exitCode !== null)) {
+        throw new Error(`device did not come online for ${models.join(', ')}; output:\n${opts.proc?.output ?? ''}`);
       }
       await sleep(25);
     }
@@ -316,5 +354,20 @@ export async function waitTerminal(address: string, timeoutMs = 15_000) {
       throw new Error(`task ${address} is still ${task?.status ?? 'missing'}`);
     }
     await sleep(50);
+  }
+}
+
+/** Bounds a promise, so that a hang fails the test with a message instead of stalling the run. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms (a hang)`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }

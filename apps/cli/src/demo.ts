@@ -13,6 +13,7 @@ import {
   keys,
   loadConfigOrExit,
   migrate,
+  projectRoot,
   sha256Hex,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
@@ -22,7 +23,7 @@ import type { AppConfig, PrismaClient } from '@app/common';
  * creates (once) a demo organization, key, model and network device, starts the api, the dispatcher
  * and one simulated device, and prints a working curl command. Ctrl-C stops everything.
  */
-const ROOT = join(__dirname, '../../../..');
+const ROOT = projectRoot();
 const DIST = join(ROOT, 'dist');
 const ORG = 'demo';
 const MODEL = 'switchyard/sim-1';

@@ -1,10 +1,9 @@
-import { join } from 'node:path';
-import { loadConfigOrExit, migrate } from '@app/common';
+import { loadConfigOrExit, migrate, projectPath } from '@app/common';
 
 /** `npm run db:migrate`: creates the database if needed and applies pending migrations. */
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const dir = join(__dirname, '../../../../prisma/migrations');
+  const dir = projectPath('prisma/migrations');
   const result = await migrate(config.DATABASE_URL, dir);
   const where = new URL(config.DATABASE_URL);
   if (result.createdDatabase) {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import type { DeviceOptions } from './options';
 import { parseArgs, parseModelMapping, USAGE_EXIT_CODE } from './options';
 
@@ -15,7 +14,7 @@ function parse(args: string[]): { options?: DeviceOptions; exitCode?: number; st
 void describe('parseArgs', () => {
   void it('configures the ollama backend with its default URL, discovering models', () => {
     const { options } = parse(['--backend', 'ollama']);
-    assert.deepEqual(options?.backend, {
+    expect(options?.backend).toEqual({
       name: 'ollama',
       options: { upstream: 'http://127.0.0.1:11434', models: [], discoveryIntervalMs: 15_000, healthIntervalMs: 3_000 },
     });
@@ -40,7 +39,7 @@ void describe('parseArgs', () => {
       '--health-interval-ms',
       '250',
     ]);
-    assert.deepEqual(options?.backend, {
+    expect(options?.backend).toEqual({
       name: 'openai',
       options: {
         upstream: 'http://127.0.0.1:8000/v1',
@@ -59,7 +58,7 @@ void describe('parseArgs', () => {
   void it('keeps the sim backend as it was', () => {
     const { options } = parse(['--model', 'a=b', '--sim-tokens', '3']);
     assert.equal(options?.backend.name, 'sim');
-    assert.deepEqual((options?.backend.options as { models: string[] }).models, ['a=b']);
+    expect((options?.backend.options as { models: string[] }).models).toEqual(['a=b']);
   });
 
   void it('refuses options that do not fit the backend, and bad values', () => {
@@ -79,7 +78,7 @@ void describe('parseArgs', () => {
   });
 
   void it('splits a mapping at the first =', () => {
-    assert.deepEqual(parseModelMapping('a=b=c'), { public: 'a', upstream: 'b=c' });
-    assert.deepEqual(parseModelMapping('x'), { public: 'x', upstream: 'x' });
+    expect(parseModelMapping('a=b=c')).toEqual({ public: 'a', upstream: 'b=c' });
+    expect(parseModelMapping('x')).toEqual({ public: 'x', upstream: 'x' });
   });
 });

@@ -9,7 +9,7 @@ import { HealthController } from './health/health.controller';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.service';
 import { MetricsController } from './metrics/metrics.controller';
 import { TaskQueueService } from './queues/task-queue.service';
-import { redisProviders } from './redis.providers';
+import { RedisConnections, redisProviders } from './redis.providers';
 import { DispatchService } from './relay/dispatch.service';
 import { TaskStreamService } from './relay/task-stream.service';
 import { TaskRecordsService } from './tasks/task-records.service';
@@ -24,6 +24,7 @@ export class DispatcherModule {
       providers: [
         { provide: LOGGER, useValue: logger },
         ...redisProviders,
+        RedisConnections,
         DeviceRegistry,
         DispatcherMetrics,
         PresenceService,

@@ -1,4 +1,6 @@
-import type { Provider } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationShutdown, Provider } from '@nestjs/common';
+import type { Redis } from 'ioredis';
 import { APP_CONFIG, createBlockingRedis, createRedis } from '@app/common';
 import type { AppConfig } from '@app/common';
 
@@ -22,3 +24,22 @@ export const redisProviders: Provider[] = [
   { provide: BULL_REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createBlockingRedis(c.REDIS_URL) },
   { provide: SUB_REDIS, inject: [APP_CONFIG], useFactory: (c: AppConfig) => createBlockingRedis(c.REDIS_URL) },
 ];
+
+/**
+ * Closes the dispatcher's Redis connections last, once the services that use them have stopped
+ * (they do so in onModuleDestroy and beforeApplicationShutdown).
+ */
+@Injectable()
+export class RedisConnections implements OnApplicationShutdown {
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(BULL_REDIS) private readonly bull: Redis,
+    @Inject(SUB_REDIS) private readonly sub: Redis,
+  ) {}
+
+  onApplicationShutdown(): void {
+    for (const connection of [this.redis, this.bull, this.sub]) {
+      connection.disconnect();
+    }
+  }
+}

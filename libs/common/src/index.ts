@@ -19,3 +19,4 @@ export * from './lifecycle/shutdown';
 export * from './batching/coalescer';
 export * from './prisma/pg.service';
 export * from './retry/retrying';
+export * from './paths/project-root';

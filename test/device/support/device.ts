@@ -44,7 +44,7 @@ export async function startRuntimeDevice(
   }
   const online = opts.online ?? (opts.models ?? []).map((m) => m.split('=')[0]);
   if (online.length > 0) {
-    await waitOnline(opts.pool ?? 'network', online, token, proc);
+    await waitOnline(online, token, { pool: opts.pool, proc });
   }
   return proc;
 }
@@ -160,30 +160,4 @@ export async function waitOffline(token: string, model: string, pool = 'network'
   } finally {
     redis.disconnect();
   }
-}
-
-/**
- * Starts a dispatcher on a given port (the harness picks a free one each time; a restart must come
- * back where the agents look for it).
- */
-export async function startDispatcherOn(port: number): Promise<Dispatcher> {
-  const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port) }));
-  const url = `http://127.0.0.1:${port}`;
-  // Generous, as in the shared harness: a cold start on a loaded machine can take a while.
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) })).ok) {
-        break;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (proc.child.exitCode !== null || Date.now() > deadline) {
-      await proc.stop('SIGKILL');
-      throw new Error(`dispatcher did not come up on ${port}; output:\n${proc.output}`);
-    }
-    await sleep(50);
-  }
-  return { url, port, proc, stop: async (signal = 'SIGTERM') => void (await proc.stop(signal)) };
 }

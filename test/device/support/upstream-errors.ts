@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../../support/stack';
 import { postSse } from '../../support/sse';
@@ -189,7 +188,7 @@ export function upstreamErrorSuite(backend: 'ollama' | 'openai'): void {
     const publicIds = new Map(upstreams.map((u) => [u, uniq(`${backend}-${u.replace(':', '-')}`)]));
     const publicId = (upstream: string) => publicIds.get(upstream)!;
 
-    before(async () => {
+    beforeAll(async () => {
       await runtime.start();
       for (const c of cases) {
         if (c.handler) {
@@ -212,7 +211,7 @@ export function upstreamErrorSuite(backend: 'ollama' | 'openai'): void {
       });
     });
 
-    after(async () => {
+    afterAll(async () => {
       await Promise.all([device?.stop(), api?.stop(), dispatcher?.stop(), runtime.stop()]);
       await closeDb();
     });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationShutdown } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import {
@@ -83,8 +84,10 @@ interface Flight {
  * they outlive MAX_STREAM_MS, and when the api shuts down.
  */
 @Injectable()
-export class RelayService {
+export class RelayService implements OnApplicationShutdown {
   private readonly flights = new Map<RelayedTask, Flight>();
+  /** Fallbacks that end abandoned tasks no dispatcher answered for (see abandon). */
+  private readonly fallbacks = new Set<NodeJS.Timeout>();
   /** The task rows of concurrent requests, inserted together (see Coalescer). */
   private readonly inserts = new Coalescer((rows: TaskRow[]) => this.insertBatch(rows), INSERT_WINDOW_MS);
   private draining = false;
@@ -500,10 +503,14 @@ export class RelayService {
       this.logger.warn({ err: (err as Error).message, task: task.address }, 'could not withdraw an abandoned task');
     }
     // Should no dispatcher answer (it died), the api ends the task after a grace period.
-    setTimeout(
-      () => void this.end(task.taskId, 'cancelled', 'client_disconnected').catch(() => undefined),
-      CANCEL_FALLBACK_MS,
-    ).unref();
+    const fallback = setTimeout(() => {
+      this.fallbacks.delete(fallback);
+      this.end(task.taskId, 'cancelled', 'client_disconnected').catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, task: task.address }, 'could not end an abandoned task'),
+      );
+    }, CANCEL_FALLBACK_MS);
+    fallback.unref();
+    this.fallbacks.add(fallback);
   }
 
   /**
@@ -527,6 +534,19 @@ export class RelayService {
         ),
       ),
     );
+  }
+
+  /** The process is going: no timer of a task may fire on closed connections. */
+  onApplicationShutdown(): void {
+    for (const flight of this.flights.values()) {
+      this.clearQueueTimer(flight);
+      this.clearIdleTimer(flight);
+      clearTimeout(flight.streamTimer);
+      flight.unsubscribe();
+    }
+    this.flights.clear();
+    this.fallbacks.forEach(clearTimeout);
+    this.fallbacks.clear();
   }
 
   get inFlight(): number {

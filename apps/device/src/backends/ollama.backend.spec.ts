@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import type { ChatParams } from '@app/common/protocol/chat';
 import { OllamaChatStream, ollamaChatRequest, versionAtLeast } from './ollama.backend';
 
@@ -37,7 +36,7 @@ void describe('ollamaChatRequest', () => {
       ],
       tool_choice: 'auto',
     };
-    assert.deepEqual(ollamaChatRequest('llama3.2:3b', params), {
+    expect(ollamaChatRequest('llama3.2:3b', params)).toEqual({
       model: 'llama3.2:3b',
       messages: [
         { role: 'system', content: 'Be brief.' },
@@ -67,7 +66,7 @@ void describe('ollamaChatRequest', () => {
       response_format: { type: 'json_object' },
       reasoning_effort: 'high',
     });
-    assert.deepEqual(body.options, {
+    expect(body.options).toEqual({
       num_predict: 10,
       temperature: 0.2,
       top_p: 0.9,
@@ -79,11 +78,10 @@ void describe('ollamaChatRequest', () => {
     assert.equal(body.think, 'high');
     assert.equal(ollamaChatRequest('m', { ...base, reasoning_effort: 'low' }, false).think, true);
     const schema = { type: 'object', properties: { a: { type: 'string' } } };
-    assert.deepEqual(
+    expect(
       ollamaChatRequest('m', { ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } })
         .format,
-      schema,
-    );
+    ).toEqual(schema);
     assert.equal('think' in ollamaChatRequest('m', base), false);
     assert.equal('format' in ollamaChatRequest('m', { ...base, response_format: { type: 'text' } }), false);
   });
@@ -118,8 +116,8 @@ void describe('ollamaChatRequest', () => {
 void describe('OllamaChatStream', () => {
   void it('turns content and thinking into deltas, and the final line into finish reason and usage', () => {
     const stream = new OllamaChatStream(0);
-    assert.deepEqual(stream.push(chunk({ content: '', thinking: 'Hmm.' })), { index: 0, reasoning: 'Hmm.' });
-    assert.deepEqual(stream.push(chunk({ content: 'Hi' })), { index: 0, content: 'Hi' });
+    expect(stream.push(chunk({ content: '', thinking: 'Hmm.' }))).toEqual({ index: 0, reasoning: 'Hmm.' });
+    expect(stream.push(chunk({ content: 'Hi' }))).toEqual({ index: 0, content: 'Hi' });
     assert.equal(stream.push(chunk({ content: '' })), null);
     assert.equal(stream.done, false);
     const final = line({
@@ -134,7 +132,7 @@ void describe('OllamaChatStream', () => {
     });
     assert.equal(stream.push(final), null);
     assert.equal(stream.done, true);
-    assert.deepEqual(stream.result(), {
+    expect(stream.result()).toEqual({
       finish_reasons: ['length'],
       usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
     });
@@ -145,9 +143,9 @@ void describe('OllamaChatStream', () => {
     const delta = stream.push(chunk({ content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }));
     assert.equal(delta?.tool_calls?.length, 1);
     assert.match(delta.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
-    assert.deepEqual(delta.tool_calls[0].function, { name: 'f', arguments: '{"a":1}' });
+    expect(delta.tool_calls[0].function).toEqual({ name: 'f', arguments: '{"a":1}' });
     stream.push(line({ message: { role: 'assistant', content: '' }, done: true, done_reason: 'stop' }));
-    assert.deepEqual(stream.result(), { finish_reasons: ['tool_calls'], usage: null });
+    expect(stream.result()).toEqual({ finish_reasons: ['tool_calls'], usage: null });
   });
 
   void it('maps logprobs, with bytes when the runtime leaves them out', () => {
@@ -169,7 +167,7 @@ void describe('OllamaChatStream', () => {
         },
       ),
     );
-    assert.deepEqual(delta?.logprobs, [
+    expect(delta?.logprobs).toEqual([
       {
         token: 'Hi',
         logprob: -0.1,

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { OpenAIChatStream, openaiChatRequest } from './openai.backend';
 import { SseDecoder } from './upstream/sse';
@@ -49,7 +48,7 @@ void describe('openaiChatRequest', () => {
       top_logprobs: 2,
       logit_bias: { '42': -100 },
     };
-    assert.deepEqual(openaiChatRequest('up-model', params), {
+    expect(openaiChatRequest('up-model', params)).toEqual({
       model: 'up-model',
       messages: [
         { role: 'system', content: 's' },
@@ -91,12 +90,12 @@ void describe('OpenAIChatStream', () => {
       chunk([], { usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }),
       event('[DONE]'),
     ]);
-    assert.deepEqual(deltas, [
+    expect(deltas).toEqual([
       [{ index: 0, reasoning: 'think' }],
       [{ index: 0, content: 'Hel' }],
       [{ index: 0, content: 'lo' }],
     ]);
-    assert.deepEqual(stream.result(), {
+    expect(stream.result()).toEqual({
       finish_reasons: ['length'],
       usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
     });
@@ -126,7 +125,7 @@ void describe('OpenAIChatStream', () => {
       chunk([{ index: 0, delta: {}, finish_reason: 'tool_calls' }]),
       event('[DONE]'),
     ]);
-    assert.deepEqual(deltas, [
+    expect(deltas).toEqual([
       [
         {
           index: 0,
@@ -137,7 +136,7 @@ void describe('OpenAIChatStream', () => {
         },
       ],
     ]);
-    assert.deepEqual(stream.result(), { finish_reasons: ['tool_calls'], usage: null });
+    expect(stream.result()).toEqual({ finish_reasons: ['tool_calls'], usage: null });
   });
 
   void it('keeps n choices apart and maps logprobs', () => {
@@ -154,10 +153,10 @@ void describe('OpenAIChatStream', () => {
       ]),
       event('[DONE]'),
     ]);
-    assert.deepEqual(stream.result().finish_reasons, ['stop', 'length']);
+    expect(stream.result().finish_reasons).toEqual(['stop', 'length']);
     const one = new OpenAIChatStream(1, true, 1);
     const [[delta]] = feed(one, [chunk([{ index: 0, delta: { content: 'a' }, logprobs: lp('a') }])]);
-    assert.deepEqual(delta.logprobs, [
+    expect(delta.logprobs).toEqual([
       { token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [1] }] },
     ]);
   });
@@ -194,14 +193,14 @@ void describe('SseDecoder', () => {
     const decoder = new SseDecoder();
     const lines = [': ping', 'data: {"a":1}', '', 'event: x', 'data:one', 'data: two', '', 'id: 3', '', 'data: [DONE]'];
     const events = lines.map((l) => decoder.line(l)).filter((e) => e !== null);
-    assert.deepEqual(events, [
+    expect(events).toEqual([
       { event: 'message', data: '{"a":1}' },
       { event: 'x', data: 'one\ntwo' },
     ]);
-    assert.deepEqual(decoder.end(), { event: 'message', data: '[DONE]' });
+    expect(decoder.end()).toEqual({ event: 'message', data: '[DONE]' });
     assert.equal(decoder.end(), null);
     const errors = new SseDecoder();
     errors.line('error: {"message":"boom"}');
-    assert.deepEqual(errors.line(''), { event: 'error', data: '{"message":"boom"}' });
+    expect(errors.line('')).toEqual({ event: 'error', data: '{"message":"boom"}' });
   });
 });

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type { BackendResult } from './backend';
@@ -47,8 +46,8 @@ void describe('SimBackend', () => {
   void it('replies deterministically, from the conversation', async () => {
     const a = await run(fast(), params());
     const b = await run(fast(), params());
-    assert.deepEqual(a.deltas, b.deltas);
-    assert.deepEqual(a.result, b.result);
+    expect(a.deltas).toEqual(b.deltas);
+    expect(a.result).toEqual(b.result);
     assert.equal(a.content[0].split(' ').length, 24);
     assert.equal(a.result.finish_reasons[0], 'stop');
 
@@ -69,7 +68,7 @@ void describe('SimBackend', () => {
   void it('counts prompt words and emitted tokens in usage', async () => {
     const { result } = await run(fast(), params());
     // "You are terse." (3) + "Tell me about the rail yard." (6)
-    assert.deepEqual(result.usage, { prompt_tokens: 9, completion_tokens: 24, total_tokens: 33 });
+    expect(result.usage).toEqual({ prompt_tokens: 9, completion_tokens: 24, total_tokens: 33 });
   });
 
   void it('reports no usage without the stream_usage feature', async () => {
@@ -81,14 +80,14 @@ void describe('SimBackend', () => {
     const full = await run(fast(), params());
     const cut = await run(fast(), params({ max_tokens: 5 }));
     assert.equal(cut.deltas.length, 5);
-    assert.deepEqual(cut.result.finish_reasons, ['length']);
+    expect(cut.result.finish_reasons).toEqual(['length']);
     assert.equal(cut.result.usage?.completion_tokens, 5);
     assert.ok(full.content[0].startsWith(cut.content[0]));
   });
 
   void it('finishes with stop when the reply fits max_tokens exactly', async () => {
     const { result } = await run(fast(), params({ max_tokens: 24 }));
-    assert.deepEqual(result.finish_reasons, ['stop']);
+    expect(result.finish_reasons).toEqual(['stop']);
   });
 
   void it('truncates before the first stop string', async () => {
@@ -101,7 +100,7 @@ void describe('SimBackend', () => {
     const { content, result } = await run(fast(), params({ stop: ['never-appears', stop] }));
     assert.equal(content[0], full.slice(0, at));
     assert.ok(!content[0].includes(stop));
-    assert.deepEqual(result.finish_reasons, ['stop']);
+    expect(result.finish_reasons).toEqual(['stop']);
   });
 
   void it('reports length when the stop string lies beyond max_tokens', async () => {
@@ -110,14 +109,14 @@ void describe('SimBackend', () => {
     const stop = ` ${words[19]} ${words[20]}`;
     assert.ok(full.indexOf(stop) >= words.slice(0, 3).join(' ').length);
     const { result, deltas } = await run(fast(), params({ stop: [stop], max_tokens: 3 }));
-    assert.deepEqual(result.finish_reasons, ['length']);
+    expect(result.finish_reasons).toEqual(['length']);
     assert.equal(deltas.length, 3);
   });
 
   void it('generates n choices, each with its own seed and finish reason', async () => {
     const { deltas, result, content } = await run(fast(), params({ n: 3 }));
     assert.equal(result.finish_reasons.length, 3);
-    assert.deepEqual([...new Set(deltas.flat().map((c) => c.index))].sort(), [0, 1, 2]);
+    expect([...new Set(deltas.flat().map((c) => c.index))].sort()).toEqual([0, 1, 2]);
     assert.equal(new Set(content).size, 3);
     assert.equal(result.usage?.completion_tokens, 72);
     // Choice 0 of n=3 is the same reply as the single choice.
@@ -145,7 +144,7 @@ void describe('SimBackend', () => {
     ];
     const a = await run(fast(), params({ tools, tool_choice: 'auto' }));
     const b = await run(fast(), params({ tools }));
-    assert.deepEqual(a.deltas, b.deltas);
+    expect(a.deltas).toEqual(b.deltas);
     const calls = a.deltas.flat().flatMap((c) => c.tool_calls ?? []);
     assert.equal(calls.length, 1);
     assert.equal(a.content[0] ?? '', '');
@@ -156,14 +155,14 @@ void describe('SimBackend', () => {
     assert.equal(typeof args.city, 'string');
     assert.ok(args.unit === 'c' || args.unit === 'f');
     assert.ok(Number.isInteger(args.days) && (args.days as number) >= 1 && (args.days as number) <= 7);
-    assert.deepEqual(a.result.finish_reasons, ['tool_calls']);
+    expect(a.result.finish_reasons).toEqual(['tool_calls']);
     assert.ok((a.result.usage?.completion_tokens ?? 0) > 0);
   });
 
   void it('answers in words with tool_choice none, or after a tool result', async () => {
     const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'lookup' } }];
     const none = await run(fast(), params({ tools, tool_choice: 'none' }));
-    assert.deepEqual(none.result.finish_reasons, ['stop']);
+    expect(none.result.finish_reasons).toEqual(['stop']);
     assert.ok(none.content[0].length > 0);
 
     const afterTool = await run(
@@ -181,7 +180,7 @@ void describe('SimBackend', () => {
         ],
       }),
     );
-    assert.deepEqual(afterTool.result.finish_reasons, ['stop']);
+    expect(afterTool.result.finish_reasons).toEqual(['stop']);
     const toolArgs = (await run(fast(), params({ tools }))).deltas.flat().find((c) => c.tool_calls)?.tool_calls?.[0];
     assert.equal(toolArgs?.function.arguments, '{}');
   });
@@ -192,7 +191,7 @@ void describe('SimBackend', () => {
     const value = JSON.parse(content[0]) as unknown;
     assert.equal(typeof value, 'object');
     assert.equal(typeof (value as { reply?: unknown }).reply, 'string');
-    assert.deepEqual(result.finish_reasons, ['stop']);
+    expect(result.finish_reasons).toEqual(['stop']);
   });
 
   void it('follows the schema for json_schema', async () => {
@@ -213,7 +212,7 @@ void describe('SimBackend', () => {
       params({ response_format: { type: 'json_schema', json_schema: { name: 'card', schema, strict: true } } }),
     );
     const value = JSON.parse(content[0]) as Record<string, unknown>;
-    assert.deepEqual(Object.keys(value), ['title', 'score', 'tags', 'done', 'note']);
+    expect(Object.keys(value)).toEqual(['title', 'score', 'tags', 'done', 'note']);
     assert.equal(typeof value.title, 'string');
     assert.ok(typeof value.score === 'number' && value.score >= 0 && value.score <= 1);
     assert.ok(Array.isArray(value.tags) && value.tags.every((t) => typeof t === 'string'));
@@ -231,7 +230,7 @@ void describe('SimBackend', () => {
       const [lp] = choice.logprobs;
       assert.equal(lp.token, choice.content);
       assert.ok(lp.logprob <= 0);
-      assert.deepEqual(lp.bytes, [...Buffer.from(lp.token, 'utf8')]);
+      expect(lp.bytes).toEqual([...Buffer.from(lp.token, 'utf8')]);
       assert.equal(lp.top_logprobs.length, 5);
       assert.equal(new Set(lp.top_logprobs.map((t) => t.token)).size, 5);
       for (let i = 1; i < lp.top_logprobs.length; i++) {
@@ -240,10 +239,7 @@ void describe('SimBackend', () => {
       assert.ok(lp.top_logprobs.every((t) => t.logprob <= 0));
     }
     // Asking for logprobs does not change the reply.
-    assert.deepEqual(
-      deltas.map(([c]) => c.content),
-      plain.deltas.map(([c]) => c.content),
-    );
+    expect(deltas.map(([c]) => c.content)).toEqual(plain.deltas.map(([c]) => c.content));
     const zero = await run(fast(), params({ logprobs: true }));
     assert.ok(zero.deltas.every(([c]) => c.logprobs?.[0].top_logprobs.length === 0));
   });

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { OnApplicationShutdown } from '@nestjs/common';
+import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { Server } from 'socket.io';
 import type { z } from 'zod';
@@ -39,7 +39,7 @@ const MAX_EVENT_BYTES = 2 * 1024 * 1024;
  * up to date, validates every event a device sends, and passes the valid ones to the dispatcher.
  */
 @Injectable()
-export class DeviceGateway implements OnApplicationShutdown {
+export class DeviceGateway implements BeforeApplicationShutdown {
   private io: Server | null = null;
   private revocationTimer: NodeJS.Timeout | null = null;
 
@@ -235,7 +235,7 @@ export class DeviceGateway implements OnApplicationShutdown {
     await new Promise<void>((resolve) => (io ? void io.close(() => resolve()) : resolve()));
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
     await this.close();
   }
 }

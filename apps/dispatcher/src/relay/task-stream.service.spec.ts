@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { decodeStreamEntry } from '@app/common';
 import type { StreamEntry, TaskEvent } from '@app/common';
 import { TaskWriter } from './task-stream.service';
@@ -59,8 +58,7 @@ describe('TaskWriter', () => {
     await writer.flushed();
     const events = contiguous(entries);
     assert.equal(events.length, 52);
-    assert.deepEqual(
-      events.slice(1, 51).map((e) => (e.type === 'delta' ? e.choices[0].content : '')),
+    expect(events.slice(1, 51).map((e) => (e.type === 'delta' ? e.choices[0].content : ''))).toEqual(
       Array.from({ length: 50 }, (_, i) => `w${i} `),
     );
     assert.equal(events.at(-1)!.type, 'done');
@@ -113,7 +111,7 @@ describe('TaskWriter', () => {
     const writer = new TaskWriter(owner, 't4', null, null);
     writer.push({ type: 'error', code: 'device_disconnected', message: 'gone', status: 502 });
     await writer.flushed();
-    assert.deepEqual(entries, [
+    expect(entries).toEqual([
       { attempt: null, seq: 0, events: [{ type: 'error', code: 'device_disconnected', message: 'gone', status: 502 }] },
     ]);
   });

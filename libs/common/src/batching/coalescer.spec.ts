@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { Coalescer } from './coalescer';
 
 const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
@@ -21,10 +20,10 @@ describe('Coalescer', () => {
     }
     const second = [4, 5].map((n) => c.submit(n));
     await tick(5);
-    assert.deepEqual(batches, [[1, 2, 3]], 'one batch in flight at a time');
+    expect(batches).toEqual([[1, 2, 3]]);
     release();
-    assert.deepEqual(await Promise.all([...first, ...second]), [10, 20, 30, 40, 50]);
-    assert.deepEqual(batches, [
+    expect(await Promise.all([...first, ...second])).toEqual([10, 20, 30, 40, 50]);
+    expect(batches).toEqual([
       [1, 2, 3],
       [4, 5],
     ]);
@@ -39,15 +38,16 @@ describe('Coalescer', () => {
       return items.map((s) => (s === 'bad' ? new Error(`no ${s}`) : s.toUpperCase()));
     }, 0);
     const results = await Promise.allSettled([c.submit('a'), c.submit('bad'), c.submit('b')]);
-    assert.deepEqual(
-      results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message)),
-      ['A', 'no bad', 'B'],
-    );
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([
+      'A',
+      'no bad',
+      'B',
+    ]);
     const failed = await Promise.allSettled([c.submit('x'), c.submit('boom')]);
-    assert.deepEqual(
-      failed.map((r) => r.status === 'rejected' && (r.reason as Error).message),
-      ['batch failed', 'batch failed'],
-    );
+    expect(failed.map((r) => r.status === 'rejected' && (r.reason as Error).message)).toEqual([
+      'batch failed',
+      'batch failed',
+    ]);
     assert.equal(await c.submit('after'), 'AFTER', 'it goes on after a failed batch');
   });
 
@@ -61,7 +61,7 @@ describe('Coalescer', () => {
       0,
       2,
     );
-    assert.deepEqual(await Promise.all([1, 2, 3, 4, 5].map((n) => c.submit(n))), [1, 2, 3, 4, 5]);
-    assert.deepEqual(batches, [[1, 2], [3, 4], [5]]);
+    expect(await Promise.all([1, 2, 3, 4, 5].map((n) => c.submit(n)))).toEqual([1, 2, 3, 4, 5]);
+    expect(batches).toEqual([[1, 2], [3, 4], [5]]);
   });
 });

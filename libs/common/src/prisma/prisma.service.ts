@@ -26,7 +26,10 @@ export class PrismaService extends PgService {
   }
 
   override async onModuleDestroy(): Promise<void> {
-    // Ends the pool too (disposeExternalPool).
     await this.client.$disconnect();
+    // Not left to the adapter's disposeExternalPool alone: a pool left open keeps the process alive.
+    if (!this.pool.ending) {
+      await super.onModuleDestroy();
+    }
   }
 }

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
 import { createLogger } from '@app/common/logging/logger';
 import type { Feature } from '@app/common/protocol/chat';
 import { BackendError, cancelledError } from '../backend';
@@ -53,12 +52,12 @@ void describe('UpstreamMonitor', () => {
     const h = harness();
     await h.start();
     assert.equal(h.monitor.available(), true);
-    assert.deepEqual(h.monitor.models(), ['a']);
-    assert.deepEqual(h.monitor.features(), ['tools']);
+    expect(h.monitor.models()).toEqual(['a']);
+    expect(h.monitor.features()).toEqual(['tools']);
     assert.equal(h.monitor.upstreamName('a'), 'a');
     h.state.answer = { models: ['b', 'a'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.models().length === 2, 'an added model');
-    assert.deepEqual(h.monitor.models(), ['a', 'b']);
+    expect(h.monitor.models()).toEqual(['a', 'b']);
     h.state.answer = { models: ['b'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.models().length === 1, 'a removed model');
     assert.throws(() => h.monitor.upstreamName('a'), { code: 'model_not_found' });
@@ -69,10 +68,10 @@ void describe('UpstreamMonitor', () => {
     const h = harness([{ public: 'org/Model-GGUF:Q4', upstream: 'model:3b' }], ['n']);
     h.state.answer = { models: [], features: ['tools'], runtime: 'fake' };
     await h.start();
-    assert.deepEqual(h.monitor.models(), ['org/Model-GGUF:Q4']);
+    expect(h.monitor.models()).toEqual(['org/Model-GGUF:Q4']);
     assert.equal(h.monitor.upstreamName('org/Model-GGUF:Q4'), 'model:3b');
     assert.throws(() => h.monitor.upstreamName('model:3b'), { code: 'model_not_found' });
-    assert.deepEqual(h.monitor.features(), ['n']);
+    expect(h.monitor.features()).toEqual(['n']);
   });
 
   void it('is unavailable while the runtime cannot be reached, and available again once it answers', async () => {
@@ -80,7 +79,7 @@ void describe('UpstreamMonitor', () => {
     h.state.answer = unreachable();
     await h.start();
     assert.equal(h.monitor.available(), false);
-    assert.deepEqual(h.monitor.features(), ['stream_usage'], 'the default set until a probe says otherwise');
+    expect(h.monitor.features()).toEqual(['stream_usage']);
     h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.available(), 'recovery');
     const changes = h.state.changes;
@@ -109,7 +108,7 @@ void describe('UpstreamMonitor', () => {
     const probes = h.state.probes;
     await until(() => h.state.probes > probes + 1, 'more probes');
     assert.equal(h.monitor.available(), true);
-    assert.deepEqual(h.monitor.models(), ['a']);
+    expect(h.monitor.models()).toEqual(['a']);
   });
 
   void it('probes again at once when asked', async () => {

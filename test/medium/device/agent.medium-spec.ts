@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, it } from 'node:test';
 import { Server } from 'socket.io';
 import type { Socket as ServerSocket } from 'socket.io';
 import { createLogger } from '@app/common/logging/logger';
@@ -16,9 +15,9 @@ import type {
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
 import { announceSchema, deltaSchema, doneSchema, taskErrorSchema } from '@app/common/protocol/device-protocol';
-import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from './agent';
-import type { Backend, BackendResult, SimOptions } from './backends';
-import { SimBackend } from './backends';
+import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from '../../../apps/device/src/agent';
+import type { Backend, BackendResult, SimOptions } from '../../../apps/device/src/backends';
+import { SimBackend } from '../../../apps/device/src/backends';
 
 // A stand-in dispatcher: a real socket.io server on the /devices namespace that records what the agent sends.
 const GOOD_TOKEN = `syd_${'a'.repeat(40)}`;
@@ -159,10 +158,10 @@ void describe('DeviceAgent', () => {
   void it('connects with its token and protocol version and announces what it serves', async () => {
     const h = await harness({ features: ['tools', 'n'] });
     await until(() => h.received.some((r) => r.event === 'announce'), 'announce');
-    assert.deepEqual(h.auths[0], { token: GOOD_TOKEN, protocol: 1 });
+    expect(h.auths[0]).toEqual({ token: GOOD_TOKEN, protocol: 1 });
     const announce = h.received.find((r) => r.event === 'announce')!.payload;
     assert.ok(announceSchema.safeParse(announce).success);
-    assert.deepEqual(announce, {
+    expect(announce).toEqual({
       agent_version: announce.agent_version,
       backend: 'sim',
       models: ['sim-model'],
@@ -176,13 +175,10 @@ void describe('DeviceAgent', () => {
     const h = await harness();
     await until(() => h.sockets.length === 1, 'connection');
     const { address, ack } = await h.assign({ n: 2 });
-    assert.deepEqual(ack, { accepted: true });
+    expect(ack).toEqual({ accepted: true });
     await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
     const events = h.eventsOf(address);
-    assert.deepEqual(
-      events.map((e) => e.payload.seq),
-      events.map((_, i) => i),
-    );
+    expect(events.map((e) => e.payload.seq)).toEqual(events.map((_, i) => i));
     assert.equal(events.at(-1)!.event, 'task:done');
     for (const e of events.slice(0, -1)) {
       assert.equal(e.event, 'task:delta');
@@ -190,24 +186,24 @@ void describe('DeviceAgent', () => {
     }
     const done = events.at(-1)!.payload;
     assert.ok(doneSchema.safeParse(done).success);
-    assert.deepEqual(done.finish_reasons, ['stop', 'stop']);
+    expect(done.finish_reasons).toEqual(['stop', 'stop']);
     assert.equal((done.usage as { completion_tokens: number }).completion_tokens, 16);
   });
 
   void it('refuses a second task while busy, and unknown models and missing features', async () => {
     const h = await harness({ tokensPerSecond: 20, tokens: 1000, features: ['n'] });
     await until(() => h.sockets.length === 1, 'connection');
-    assert.deepEqual((await h.assign({ max_tokens: 2000 })).ack, { accepted: true });
-    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'busy' });
+    expect((await h.assign({ max_tokens: 2000 })).ack).toEqual({ accepted: true });
+    expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'busy' });
   });
 
   void it('refuses models it does not serve and features it did not announce', async () => {
     const h = await harness({ features: ['n'] });
     await until(() => h.sockets.length === 1, 'connection');
-    assert.deepEqual((await h.assign({}, 'other-model')).ack, { accepted: false, reason: 'model_not_served' });
+    expect((await h.assign({}, 'other-model')).ack).toEqual({ accepted: false, reason: 'model_not_served' });
     const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'f' } }];
-    assert.deepEqual((await h.assign({ tools })).ack, { accepted: false, reason: 'unsupported_feature' });
-    assert.deepEqual((await h.assign({ max_tokens: 0 })).ack, { accepted: false, reason: 'invalid_assignment' });
+    expect((await h.assign({ tools })).ack).toEqual({ accepted: false, reason: 'unsupported_feature' });
+    expect((await h.assign({ max_tokens: 0 })).ack).toEqual({ accepted: false, reason: 'invalid_assignment' });
   });
 
   void it('on cancel stops the task, sends nothing more for it, and takes the next task at once', async () => {
@@ -218,7 +214,7 @@ void describe('DeviceAgent', () => {
     h.current().emit('task:cancel', { task_address: first.address });
     // The agent handles the cancel before this assignment (socket.io keeps order), so it must accept it.
     const second = await h.assign({ max_tokens: 3 });
-    assert.deepEqual(second.ack, { accepted: true });
+    expect(second.ack).toEqual({ accepted: true });
     const countAtAck = h.eventsOf(first.address).length;
     await until(() => h.eventsOf(second.address).some((r) => r.event === 'task:done'), 'second task:done');
     assert.equal(h.eventsOf(first.address).length, countAtAck);
@@ -246,7 +242,7 @@ void describe('DeviceAgent', () => {
       assert.equal(reannounce.available, true);
       // Free for a new task on the new connection, and nothing of the old task arrives there.
       const next = await h.assign({ max_tokens: 2 });
-      assert.deepEqual(next.ack, { accepted: true });
+      expect(next.ack).toEqual({ accepted: true });
       await until(() => h.eventsOf(next.address).some((r) => r.event === 'task:done'), 'task:done');
       assert.ok(h.eventsOf(task.address).every((r) => r.socketId === old.id));
       assert.ok(!h.eventsOf(task.address).some((r) => r.event !== 'task:delta'));
@@ -263,16 +259,17 @@ void describe('DeviceAgent', () => {
     backend.change({ up: false });
     await until(() => announces().length === 2, 'unavailable announce');
     assert.equal(announces()[1].available, false);
-    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'upstream_unavailable' });
+    expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'upstream_unavailable' });
 
     backend.change({ up: true, served: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] });
     await until(() => announces().length === 3, 'available announce');
-    assert.deepEqual(
-      { available: announces()[2].available, models: announces()[2].models, features: announces()[2].features },
-      { available: true, models: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] },
-    );
+    expect({
+      available: announces()[2].available,
+      models: announces()[2].models,
+      features: announces()[2].features,
+    }).toEqual({ available: true, models: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] });
     const { address, ack } = await h.assign({}, 'pulled');
-    assert.deepEqual(ack, { accepted: true });
+    expect(ack).toEqual({ accepted: true });
     await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
   });
 
@@ -291,7 +288,7 @@ void describe('DeviceAgent', () => {
     h.agent.shutdown('SIGTERM');
     await until(() => h.received.filter((r) => r.event === 'announce').length === 2, 'second announce');
     assert.equal(h.received.filter((r) => r.event === 'announce')[1].payload.available, false);
-    assert.deepEqual((await h.assign()).ack, { accepted: false, reason: 'shutting_down' });
+    expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'shutting_down' });
     await until(() => h.exitCode() !== null, 'exit');
     assert.equal(h.exitCode(), 0);
     const events = h.eventsOf(task.address);

@@ -2,11 +2,16 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, describe, it } from 'node:test';
-import { endpoint, httpError, parseErrorBody, readLines, send } from './http-client';
+import {
+  endpoint,
+  httpError,
+  parseErrorBody,
+  readLines,
+  send,
+} from '../../../apps/device/src/backends/upstream/http-client';
 
 const servers: Server[] = [];
-after(() => servers.forEach((s) => s.close()));
+afterAll(() => servers.forEach((s) => s.close()));
 
 async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<URL> {
   const server = createServer(handler);
@@ -40,7 +45,7 @@ void describe('upstream HTTP client', () => {
     for await (const line of readLines(res, url, signal)) {
       lines.push(line);
     }
-    assert.deepEqual(lines, ['{"a":"é"}', '{"b":2}', '', '{"c":3}']);
+    expect(lines).toEqual(['{"a":"é"}', '{"b":2}', '', '{"c":3}']);
   });
 
   void it('closes the connection at once when aborted, before or after the headers', async () => {
@@ -66,7 +71,7 @@ void describe('upstream HTTP client', () => {
     const streaming = new URL('/streaming', url);
     const res = await request(streaming, during.signal);
     const lines = readLines(res, streaming, during.signal);
-    assert.deepEqual(await lines.next(), { done: false, value: '{"first":true}' });
+    expect(await lines.next()).toEqual({ done: false, value: '{"first":true}' });
     during.abort();
     await assert.rejects(lines.next(), { code: 'cancelled' });
     await until(() => seen.closed === 2);
@@ -97,19 +102,19 @@ void describe('upstream HTTP client', () => {
   });
 
   void it('reads the error bodies of Ollama, OpenAI, old vLLM, FastAPI and plain text', () => {
-    assert.deepEqual(parseErrorBody('{"error":"model \'x\' not found"}'), { message: "model 'x' not found" });
-    assert.deepEqual(parseErrorBody('{"error":{"message":"m","type":"t","param":null,"code":"c"}}'), {
+    expect(parseErrorBody('{"error":"model \'x\' not found"}')).toEqual({ message: "model 'x' not found" });
+    expect(parseErrorBody('{"error":{"message":"m","type":"t","param":null,"code":"c"}}')).toEqual({
       message: 'm',
       code: 'c',
       type: 't',
     });
-    assert.deepEqual(parseErrorBody('{"object":"error","message":"m","type":"BadRequestError","code":400}'), {
+    expect(parseErrorBody('{"object":"error","message":"m","type":"BadRequestError","code":400}')).toEqual({
       message: 'm',
       code: '400',
       type: 'BadRequestError',
     });
-    assert.deepEqual(parseErrorBody('{"detail":"Not Found"}'), { message: 'Not Found' });
-    assert.deepEqual(parseErrorBody('Bad Gateway\n'), { message: 'Bad Gateway' });
+    expect(parseErrorBody('{"detail":"Not Found"}')).toEqual({ message: 'Not Found' });
+    expect(parseErrorBody('Bad Gateway\n')).toEqual({ message: 'Bad Gateway' });
   });
 
   void it('classifies HTTP errors into task error codes', () => {

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import type { NestApplicationOptions } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { AppError, openAIError } from '@app/common';
+import type { AppConfig } from '@app/common';
+import { routeFamily } from './common/route-family';
+import { MetricsService } from './metrics/metrics.service';
+
+const INVALID_JSON = 'We could not parse the JSON body of your request. The body must be valid JSON.';
+/**
+ * No request needs deeper JSON; deeper bodies are refused before they reach validation, the queue
+ * (whose serialisation has its own depth limit) or a device.
+ */
+const MAX_JSON_DEPTH = 64;
+
+/** Whether a parsed JSON value nests deeper than MAX_JSON_DEPTH (iterative: no stack overflow). */
+function tooDeep(value: unknown): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node !== null && typeof node === 'object') {
+      if (depth > MAX_JSON_DEPTH) {
+        return true;
+      }
+      for (const child of Object.values(node)) {
+        stack.push([child, depth + 1]);
+      }
+    }
+  }
+  return false;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** Options of the Nest application: body parsing is ours (see configureApiApp), the same for every content type. */
+export const API_APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
+
+/** The Fastify adapter of the api: body limit, errors before routing in our shapes, request ids. */
+export function createApiAdapter(config: AppConfig): FastifyAdapter {
+  return new FastifyAdapter({
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    // Errors Fastify raises before routing (a malformed URL) get our error shapes too.
+    frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      const message = 'The request URL is malformed.';
+      const body =
+        routeFamily(request.url) === 'ollama' ? { error: message } : openAIError(400, message, 'invalid_request');
+      void reply.code(400).send(body);
+    },
+    // A caller's request id is kept when it is sane, so that it can follow a request through logs.
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+  });
+}
+
+/**
+ * What the api's Fastify instance needs beyond the Nest module: the request id header, the one body
+ * parser, request metrics. The process entry point and the medium tests both call it.
+ */
+export function configureApiApp(app: NestFastifyApplication, config: AppConfig): void {
+  const fastify = app.getHttpAdapter().getInstance();
+  fastify.addHook('onRequest', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+  // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
+  // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).
+  // Bodies are JSON whatever their Content-Type says: Ollama's documented curl examples send none
+  // (curl then says application/x-www-form-urlencoded). Fastify's JSON parser refuses __proto__ and
+  // constructor.prototype keys; a body that is not JSON gets 400 invalid_json.
+  const json = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeAllContentTypeParsers();
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.BODY_LIMIT_BYTES }, (req, body, done) => {
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(new AppError('invalid_json', 'The request body is not valid UTF-8 (JSON must be).'), undefined);
+      return;
+    }
+    if (text.trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    void json(req, text, (err, value) => {
+      if (err) {
+        done(new AppError('invalid_json', INVALID_JSON), undefined);
+      } else if (tooDeep(value)) {
+        done(
+          new AppError('invalid_request', `The JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`),
+          undefined,
+        );
+      } else {
+        done(null, value);
+      }
+    });
+  });
+  const metrics = app.get(MetricsService);
+  fastify.addHook('onResponse', async (request, reply) => {
+    metrics.httpRequests.inc({
+      route: request.routeOptions.url ?? 'unmatched',
+      method: request.method,
+      status: String(reply.statusCode),
+    });
+  });
+}

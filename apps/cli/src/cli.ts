@@ -1,0 +1,176 @@
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { AdminService, AppError, ConfigError, createPrismaClient, loadConfig } from '@app/common';
+import type { PrismaClient } from '@app/common';
+import { renderHuman } from './output';
+
+/**
+ * `switchyard`: the operators' command line. Every command is one call of {@link AdminService},
+ * the same code the admin HTTP API runs.
+ */
+function buildProgram(
+  io: CliIo,
+  run: (action: (admin: AdminService) => Promise<unknown>, note?: string) => Promise<void>,
+) {
+  // Output settings first: subcommands copy them when they are created.
+  const program = new Command('switchyard')
+    .configureOutput({ writeOut: (text) => void io.stdout.write(text), writeErr: (text) => void io.stderr.write(text) })
+    .description('Operate Switchyard: organizations, API keys, models, devices and tasks')
+    .option('--json', 'print one JSON object instead of human-readable text')
+    .showHelpAfterError()
+    .exitOverride();
+
+  const positiveInt = (value: string) => {
+    if (!/^[1-9][0-9]*$/.test(value)) {
+      throw new InvalidArgumentError('must be a positive integer');
+    }
+    return Number(value);
+  };
+
+  const org = program.command('org').description('organizations (tenants)');
+  org
+    .command('create <name>')
+    .description('create an organization')
+    .action((name: string) => run((a) => a.createOrg(name)));
+  org
+    .command('list')
+    .description('list organizations')
+    .action(() => run((a) => a.listOrgs()));
+
+  // commander keeps a parsed null as '', so `none` is carried as 0 and turned into null below.
+  const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
+  const orNull = (value: number | undefined) => (value === 0 ? null : value);
+  org
+    .command('limits <name>')
+    .description('set limits of an organization (a number, or none to remove a limit); no option shows them')
+    .option('--rpm <n|none>', 'requests per minute', limit)
+    .option('--concurrency <n|none>', 'requests at once', limit)
+    .option('--max-queued <n|none>', 'queued requests per model', limit)
+    .action((name: string, opts: { rpm?: number; concurrency?: number; maxQueued?: number }) =>
+      run((a) =>
+        a.setLimits(name, {
+          rpm: orNull(opts.rpm),
+          concurrency: orNull(opts.concurrency),
+          maxQueued: orNull(opts.maxQueued),
+        }),
+      ),
+    );
+
+  const key = program.command('key').description('API keys of an organization');
+  key
+    .command('create')
+    .description('create an API key; it is printed this once and never again')
+    .requiredOption('--org <org-name>', 'organization that owns the key')
+    .option('--label <text>', 'a note to tell keys apart')
+    .option('--expires-in <duration>', 'lifetime such as 90s, 45m, 12h or 30d')
+    .action((opts: { org: string; label?: string; expiresIn?: string }) =>
+      run((a) => a.createKey(opts), 'Store this key now: it is not shown again.'),
+    );
+  key
+    .command('list')
+    .description("list an organization's keys (prefixes only)")
+    .requiredOption('--org <org-name>', 'organization')
+    .action((opts: { org: string }) => run((a) => a.listKeys(opts.org)));
+  key
+    .command('revoke <key-id>')
+    .description('revoke a key (takes effect within a second)')
+    .action((id: string) => run((a) => a.revokeKey(id)));
+
+  const model = program.command('model').description('the model catalog and its enablement per organization');
+  model
+    .command('add <model-id>')
+    .description('add a model to the catalog')
+    .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
+    .option('--owned-by <text>', 'owned_by as /v1/models shows it')
+    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
+      run((a) => a.addModel({ id, ...opts })),
+    );
+  model
+    .command('list')
+    .description('list the catalog')
+    .action(() => run((a) => a.listModels()));
+  model
+    .command('enable <model-id>')
+    .description('enable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => run((a) => a.enableModel(id, opts.org)));
+  model
+    .command('disable <model-id>')
+    .description('disable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => run((a) => a.disableModel(id, opts.org)));
+
+  const device = program.command('device').description('devices that serve models');
+  device
+    .command('create <name>')
+    .description('register a device; without --org it serves the shared network')
+    .option('--org <org-name>', 'organization whose own (direct) device this is')
+    .action((name: string, opts: { org?: string }) =>
+      run((a) => a.createDevice(name, opts.org), 'Store this token now: it is not shown again.'),
+    );
+  device
+    .command('list')
+    .description('list devices')
+    .action(() => run((a) => a.listDevices()));
+  device
+    .command('revoke <device-id>')
+    .description('revoke a device token (a connected device is disconnected)')
+    .action((id: string) => run((a) => a.revokeDevice(id)));
+
+  const task = program.command('task').description('task records');
+  task
+    .command('show <task-address>')
+    .description('show a task record')
+    .action((address: string) => run((a) => a.showTask(address)));
+
+  return program;
+}
+
+/** Where a CLI run writes, and what it reads its configuration from. */
+export interface CliIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Runs one command line (`argv` as process.argv has it: node, script, then the arguments) and returns
+ * its exit code. The binary calls it with the process's streams; tests call it in process.
+ */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  let db: PrismaClient | undefined;
+  let json = false;
+  let code = 0;
+  const program = buildProgram(io, async (action, note) => {
+    json = Boolean(program.opts<{ json?: boolean }>().json);
+    const config = loadConfig(io.env);
+    db = createPrismaClient(config.DATABASE_URL);
+    const result = await action(new AdminService(db));
+    // A JSON list is wrapped so that --json always prints one object.
+    const out = Array.isArray(result) ? { object: 'list', data: result } : result;
+    io.stdout.write(json ? `${JSON.stringify(out)}\n` : renderHuman(result));
+    if (note && !json) {
+      io.stderr.write(`${note}\n`);
+    }
+  });
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; usage errors were printed by commander already.
+      code = error.exitCode;
+    } else if (error instanceof ConfigError) {
+      io.stderr.write(`${error.message}\n`);
+      code = 1;
+    } else if (error instanceof AppError) {
+      io.stderr.write(json ? `${JSON.stringify(error.toOpenAI())}\n` : `error: ${error.message} (${error.code})\n`);
+      code = 1;
+    } else {
+      const message = error instanceof Error ? error.message : String(error);
+      io.stderr.write(`error: ${message}\n`);
+      code = 1;
+    }
+  } finally {
+    await db?.$disconnect();
+  }
+  return code;
+}

@@ -1,0 +1,2 @@
+// Unit specs do no I/O: a test that takes this long is stuck.
+jest.setTimeout(10_000);

@@ -1,0 +1,147 @@
+import { RequestMethod } from '@nestjs/common';
+import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import { DiscoveryService, MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
+import { AdminService } from '@app/common';
+import { ACCESS_KEY } from '../../../apps/api/src/auth/access.decorator';
+import type { Access } from '../../../apps/api/src/auth/access.decorator';
+import { loopbackAddress, rawHttp } from '../../reliability/helpers';
+import { ADMIN_TOKEN, closeDb, createTenant, db } from '../../support/stack';
+import { startApiApp } from '../support/apps';
+import type { InProcessApp } from '../support/apps';
+
+interface Route {
+  method: string;
+  path: string;
+  access: Access;
+}
+
+/** Every route of the api's application, with the access its metadata declares (api_key when none). */
+function apiRoutes(app: InProcessApp['app']): Route[] {
+  const discovery = new DiscoveryService(app.get(ModulesContainer));
+  const scanner = new MetadataScanner();
+  const reflector = app.get(Reflector);
+  const routes: Route[] = [];
+  for (const wrapper of discovery.getControllers()) {
+    const controller = wrapper.metatype as new (...args: unknown[]) => unknown;
+    const prefix = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');
+    for (const name of scanner.getAllMethodNames(controller.prototype)) {
+      const handler = (controller.prototype as Record<string, unknown>)[name] as () => unknown;
+      const method = Reflect.getMetadata(METHOD_METADATA, handler) as RequestMethod | undefined;
+      if (method === undefined) {
+        continue;
+      }
+      const sub = String(Reflect.getMetadata(PATH_METADATA, handler) ?? '');
+      const path = `/${[prefix, sub].filter((p) => p && p !== '/').join('/')}`.replace(/\/+/g, '/');
+      const access = reflector.getAllAndOverride<Access | undefined>(ACCESS_KEY, [handler, controller]) ?? 'api_key';
+      routes.push({ method: RequestMethod[method], path, access });
+    }
+  }
+  return routes;
+}
+
+/** The api's global guard: which credentials each route takes, and what everything else gets. */
+describe('auth guard (api)', () => {
+  let api: InProcessApp;
+
+  beforeAll(async () => {
+    api = await startApiApp({ AUTH_FAILURES_PER_MINUTE: '5' });
+  });
+
+  afterAll(async () => {
+    await api?.close();
+    await closeDb();
+  });
+
+  /**
+   * The api counts failed authentications per client address, in Redis, for the whole run: each test
+   * sends from a loopback address of its own (see loopbackAddress).
+   */
+  let from = loopbackAddress();
+  beforeEach(() => {
+    from = loopbackAddress();
+  });
+
+  const call = (method: string, path: string, headers: Record<string, string> = {}) =>
+    rawHttp(method, `${api.url}${path}`, {
+      headers: { 'content-type': 'application/json', ...headers },
+      body: method === 'GET' || method === 'DELETE' ? undefined : '{}',
+      localAddress: from,
+    });
+
+  it('every route needs credentials unless it is declared public, and the public ones are exactly these', async () => {
+    const routes = apiRoutes(api.app);
+    expect(routes.length).toBeGreaterThan(20);
+    expect(
+      routes
+        .filter((r) => r.access === 'public')
+        .map((r) => `${r.method} ${r.path}`)
+        .sort(),
+    ).toEqual(['GET /api/version', 'GET /healthz', 'GET /metrics', 'GET /readyz']);
+    for (const route of routes.filter((r) => r.access !== 'public')) {
+      const path = route.path.replace(/:[a-z]+/gi, 'x');
+      const res = await call(route.method, path);
+      const body = res.body;
+      expect([`${route.method} ${route.path}`, res.status]).toEqual([`${route.method} ${route.path}`, 401]);
+      const code = path.startsWith('/api/')
+        ? null
+        : route.access === 'admin'
+          ? 'invalid_admin_token'
+          : 'invalid_api_key';
+      if (code) {
+        expect(body.error.code).toBe(code);
+      } else {
+        expect(typeof body.error).toBe('string');
+      }
+    }
+  });
+
+  it('an API key works as Bearer and as X-API-Key; unknown, revoked and expired keys get the same 401', async () => {
+    const tenant = await createTenant([]);
+    for (const headers of [{ authorization: `Bearer ${tenant.key}` }, { 'x-api-key': tenant.key }] as Record<
+      string,
+      string
+    >[]) {
+      expect((await call('GET', '/v1/models', headers)).status).toBe(200);
+    }
+    const admin = new AdminService(db());
+    const revoked = await admin.createKey({ org: tenant.org.name });
+    await admin.revokeKey(revoked.id);
+    const expired = await admin.createKey({ org: tenant.org.name, expiresIn: '1h' });
+    await db().apiKey.update({ where: { id: expired.id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    const bodies = new Set<string>();
+    for (const key of [revoked.key, expired.key, `sy_${'Q'.repeat(40)}`]) {
+      const res = await call('GET', '/v1/models', { authorization: `Bearer ${key}` });
+      expect(res.status).toBe(401);
+      bodies.add(res.text);
+    }
+    expect(bodies.size).toBe(1);
+  });
+
+  it('admin routes take the admin token only', async () => {
+    const tenant = await createTenant([]);
+    expect((await call('GET', '/admin/orgs', { authorization: `Bearer ${ADMIN_TOKEN}` })).status).toBe(200);
+    const wrong: Record<string, string>[] = [
+      {},
+      { authorization: `Bearer ${tenant.key}` },
+      { authorization: 'Bearer wrong-admin-token-x' },
+    ];
+    for (const headers of wrong) {
+      const res = await call('GET', '/admin/orgs', headers);
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('invalid_admin_token');
+    }
+    // An API key is not an admin token, and the admin token is not an API key.
+    expect((await call('GET', '/v1/models', { authorization: `Bearer ${ADMIN_TOKEN}` })).status).toBe(401);
+  });
+
+  it('an address that keeps failing authentication is refused with 429 for unknown keys', async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await call('GET', '/v1/models', { authorization: `Bearer sy_${'F'.repeat(39)}${i}` });
+      expect(res.status).toBe(401);
+    }
+    const refused = await call('GET', '/v1/models', { authorization: `Bearer sy_${'G'.repeat(40)}` });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('rate_limit_exceeded');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,107 @@
+import { AdminService } from '@app/common';
+import { FakeDevice } from '../../support/fake-device';
+import { closeDb, createDevice, createTenant, db, sleep, uniq, waitOnline } from '../../support/stack';
+import type { Tenant } from '../../support/stack';
+import { startApiApp, startDispatcherApp } from '../support/apps';
+import type { InProcessApp } from '../support/apps';
+
+/** Organization limits as a client meets them: requests per minute, requests at once, queued per model. */
+describe('limits (api)', () => {
+  let api: InProcessApp;
+  let dispatcher: InProcessApp;
+  const devices: FakeDevice[] = [];
+
+  beforeAll(async () => {
+    [api, dispatcher] = await Promise.all([startApiApp(), startDispatcherApp()]);
+  });
+
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    await Promise.all([api?.close(), dispatcher?.close()]);
+    await closeDb();
+  });
+
+  /** A tenant with limits, and a model served by one fake device. */
+  async function fixture(limits: { rpm?: number; concurrency?: number; maxQueued?: number }) {
+    const model = uniq('medium-limits');
+    await new AdminService(db()).addModel({ id: model });
+    const tenant = await createTenant([model]);
+    await new AdminService(db()).setLimits(tenant.org.name, limits);
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    devices.push(fake);
+    await waitOnline([model], token);
+    return { model, tenant, fake };
+  }
+
+  const chat = (tenant: Tenant, model: string) =>
+    fetch(`${api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+
+  it('requests per minute: OpenAI rate-limit headers, then 429 with Retry-After, counted across requests', async () => {
+    const { model, tenant, fake } = await fixture({ rpm: 2 });
+    for (const remaining of ['1', '0']) {
+      const pending = chat(tenant, model);
+      const a = await fake.nextAssignment();
+      fake.answer(a.task_address, ['ok']);
+      const res = await pending;
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-ratelimit-limit-requests')).toBe('2');
+      expect(res.headers.get('x-ratelimit-remaining-requests')).toBe(remaining);
+    }
+    const refused = await chat(tenant, model);
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      code: 'rate_limit_exceeded',
+      type: 'rate_limit_error',
+    });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(refused.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(2);
+  });
+
+  it('requests at once: one over the limit gets 429, and the slot comes back when a request ends', async () => {
+    const { model, tenant, fake } = await fixture({ concurrency: 1 });
+    const first = chat(tenant, model);
+    const a = await fake.nextAssignment();
+    const refused = await chat(tenant, model);
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as any).error.code).toBe('rate_limit_exceeded');
+    fake.answer(a.task_address, ['ok']);
+    expect((await first).status).toBe(200);
+    // Released when the task ended (a moment later, in Redis): the next request is taken.
+    for (let i = 0; ; i++) {
+      const next = chat(tenant, model);
+      const answered = await Promise.race([next, fake.nextAssignment(1_000).catch(() => null)]);
+      if (answered && 'task_address' in answered) {
+        fake.answer(answered.task_address, ['next']);
+        expect((await next).status).toBe(200);
+        break;
+      }
+      expect([i < 20, (answered as Response | null)?.status]).toEqual([true, 429]);
+      await sleep(50);
+    }
+  });
+
+  it('queued per model: a request that would wait beyond the limit gets 429 at once', async () => {
+    const { model, tenant, fake } = await fixture({ maxQueued: 1 });
+    const running = chat(tenant, model);
+    const a = await fake.nextAssignment();
+    const queued = chat(tenant, model);
+    for (let i = 0; i < 100 && (await db().task.count({ where: { orgId: tenant.org.id } })) < 2; i++) {
+      await sleep(20);
+    }
+    const refused = await chat(tenant, model);
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as any).error.message).toMatch(/queued/);
+    fake.answer(a.task_address, ['one']);
+    const b = await fake.nextAssignment();
+    fake.answer(b.task_address, ['two']);
+    expect((await running).status).toBe(200);
+    expect((await queued).status).toBe(200);
+    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(2);
+  });
+});

@@ -1,0 +1,139 @@
+import { AdminService } from '@app/common';
+import { FakeDevice } from '../../support/fake-device';
+import { closeDb, createDevice, createTenant, db, sleep, uniq, waitOnline, waitTerminal } from '../../support/stack';
+import type { Tenant } from '../../support/stack';
+import { startApiApp, startDispatcherApp } from '../support/apps';
+import type { InProcessApp } from '../support/apps';
+
+/**
+ * The dispatcher's assignment rules, seen from the devices: one task per device at a time, only to
+ * a device that can serve it, another device when one does not acknowledge, and the order and
+ * ownership of the events a device sends.
+ */
+describe('dispatch (dispatcher)', () => {
+  let api: InProcessApp;
+  let dispatcher: InProcessApp;
+  const devices: FakeDevice[] = [];
+  const settings = { ASSIGN_ACK_TIMEOUT_MS: '800', QUEUE_TIMEOUT_MS: '20000', TASK_IDLE_TIMEOUT_MS: '20000' };
+
+  beforeAll(async () => {
+    [api, dispatcher] = await Promise.all([startApiApp(settings), startDispatcherApp(settings)]);
+  });
+
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    await Promise.all([api?.close(), dispatcher?.close()]);
+    await closeDb();
+  });
+
+  async function model(): Promise<{ model: string; tenant: Tenant }> {
+    const id = uniq('medium-dispatch');
+    await new AdminService(db()).addModel({ id });
+    return { model: id, tenant: await createTenant([id]) };
+  }
+
+  async function device(models: string[], opts: { features?: string[]; ack?: boolean } = {}): Promise<FakeDevice> {
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, models, opts);
+    devices.push(fake);
+    await waitOnline(models, token);
+    return fake;
+  }
+
+  const chat = (tenant: Tenant, model: string, extra: object = {}) =>
+    fetch(`${api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], ...extra }),
+    });
+
+  it('a device holds one task at a time: the next waits until the first is done', async () => {
+    const { model: m, tenant } = await model();
+    const fake = await device([m]);
+    const first = chat(tenant, m);
+    const second = chat(tenant, m);
+    const a = await fake.nextAssignment();
+    await sleep(300);
+    expect(fake.assignments).toEqual([]);
+    fake.answer(a.task_address, ['one']);
+    const b = await fake.nextAssignment();
+    expect(b.task_address).not.toBe(a.task_address);
+    fake.answer(b.task_address, ['two']);
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+  });
+
+  it('a device that does not acknowledge: the task goes to another device, as attempt 2', async () => {
+    const { model: m, tenant } = await model();
+    const silent = await device([m], { ack: false });
+    const pending = chat(tenant, m);
+    const first = await silent.nextAssignment();
+    const healthy = await device([m]);
+    const retry = await healthy.nextAssignment();
+    expect([retry.task_address, retry.attempt]).toEqual([first.task_address, 2]);
+    healthy.answer(retry.task_address, ['ok']);
+    expect((await pending).status).toBe(200);
+    expect((await waitTerminal(first.task_address)).attempts).toBe(2);
+  });
+
+  it('a task that needs a feature goes only to a device that declares it', async () => {
+    const { model: m, tenant } = await model();
+    const plain = await device([m], { features: [] });
+    const capable = await device([m], { features: ['tools'] });
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+    const pending = chat(tenant, m, { tools });
+    const assignment = await capable.nextAssignment();
+    expect(assignment.params.tools).toEqual(tools);
+    capable.answer(assignment.task_address, ['called']);
+    expect((await pending).status).toBe(200);
+    expect(plain.assignments).toEqual([]);
+  });
+
+  it('events out of order, or for a task the device does not hold, are not relayed', async () => {
+    const { model: m, tenant } = await model();
+    const fake = await device([m]);
+    const other = await device([m]);
+    const pending = chat(tenant, m);
+    const [holder, a] = await FakeDevice.firstAssigned([fake, other]);
+    const stranger = holder === fake ? other : fake;
+    // A skipped sequence number and another device's claim on the task are both dropped.
+    holder.delta(a.task_address, 3, 'too early');
+    stranger.delta(a.task_address, 0, 'not mine');
+    await sleep(200);
+    holder.delta(a.task_address, 0, 'in ');
+    holder.delta(a.task_address, 1, 'order');
+    holder.done(a.task_address, 2, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).choices[0].message.content).toBe('in order');
+  });
+
+  it('a device that becomes available again is handed the task that waited for it', async () => {
+    const { model: m, tenant } = await model();
+    const fake = await device([m]);
+    await fake.socket.timeout(5_000).emitWithAck('announce', {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models: [m],
+      features: [],
+      available: false,
+      running_task: null,
+    });
+    // Not available: the request is refused at once, as with no device at all.
+    const refused = await chat(tenant, m);
+    expect(refused.status).toBe(503);
+    const online = fake.socket.timeout(5_000).emitWithAck('announce', {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models: [m],
+      features: [],
+      available: true,
+      running_task: null,
+    });
+    await online;
+    const pending = chat(tenant, m);
+    const a = await fake.nextAssignment();
+    fake.answer(a.task_address, ['back']);
+    expect((await pending).status).toBe(200);
+  });
+});

@@ -1,0 +1,158 @@
+import { io } from 'socket.io-client';
+import { AdminService, createRedis, decodePresenceMember, keys } from '@app/common';
+import { FakeDevice } from '../../support/fake-device';
+import {
+  REDIS_URL,
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  deviceIdOf,
+  http,
+  sleep,
+  uniq,
+  waitOnline,
+  waitTerminal,
+} from '../../support/stack';
+import { startApiApp, startDispatcherApp } from '../support/apps';
+import type { InProcessApp } from '../support/apps';
+
+/** The `/devices` namespace with real socket.io clients: handshake, announce, presence, validation. */
+describe('device gateway (dispatcher)', () => {
+  let api: InProcessApp;
+  let dispatcher: InProcessApp;
+  const redis = createRedis(REDIS_URL);
+  const devices: FakeDevice[] = [];
+
+  beforeAll(async () => {
+    [api, dispatcher] = await Promise.all([startApiApp(), startDispatcherApp()]);
+  });
+
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    redis.disconnect();
+    await Promise.all([api?.close(), dispatcher?.close()]);
+    await closeDb();
+  });
+
+  /** What the handshake answers for `auth`: 'connected', or the error message of connect_error. */
+  function handshake(auth: object | undefined, namespace = '/devices'): Promise<string> {
+    const socket = io(`${dispatcher.url}${namespace}`, {
+      transports: ['websocket'],
+      auth: auth as Record<string, unknown>,
+      reconnection: false,
+      forceNew: true,
+    });
+    return new Promise((resolve) => {
+      socket.once('connect', () => {
+        socket.disconnect();
+        resolve('connected');
+      });
+      socket.once('connect_error', (err) => {
+        socket.disconnect();
+        resolve(err.message);
+      });
+    });
+  }
+
+  const presence = async (pool: string, model: string) =>
+    (await redis.zrangebyscore(keys.presence(pool, model), Date.now(), '+inf')).map(decodePresenceMember);
+
+  it('refuses a handshake without a valid device token', async () => {
+    const { token } = await createDevice();
+    expect(await handshake(undefined)).toBe('invalid_device_token');
+    expect(await handshake({ token: 'syd_' + 'x'.repeat(40), protocol: 1 })).toBe('invalid_device_token');
+    expect(await handshake({ token: 'not a token', protocol: 1 })).toBe('invalid_device_token');
+    expect(await handshake({ token, protocol: 1 })).toBe('connected');
+  });
+
+  it('an announce is acknowledged with the device and its pool, and publishes its presence with features', async () => {
+    const model = uniq('medium-gw');
+    const tenant = await createTenant([model]);
+    const direct = await createDevice(tenant.org.name);
+    const fake = await FakeDevice.connect(dispatcher.url, direct.token, [model], { features: ['tools', 'n'] });
+    devices.push(fake);
+    await waitOnline([model], direct.token, { pool: tenant.org.id });
+    expect(await presence(tenant.org.id, model)).toEqual([{ deviceId: direct.id, features: ['n', 'tools'] }]);
+    const again = await fake.socket.timeout(5_000).emitWithAck('announce', {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models: [model],
+      features: [],
+      available: true,
+      running_task: null,
+    });
+    expect(again).toEqual({ ok: true, device_id: direct.id, pool: 'direct' });
+    for (let i = 0; i < 50 && (await presence(tenant.org.id, model))[0]?.features.length; i++) {
+      await sleep(20);
+    }
+    expect(await presence(tenant.org.id, model)).toEqual([{ deviceId: direct.id, features: [] }]);
+  });
+
+  it('an invalid announce is refused in its acknowledgement and changes nothing', async () => {
+    const model = uniq('medium-gw');
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    devices.push(fake);
+    await waitOnline([model], token);
+    for (const bad of [null, {}, { models: 'x' }, { agent_version: 'a', backend: 'b', models: [''], features: [] }]) {
+      expect(await fake.socket.timeout(5_000).emitWithAck('announce', bad)).toEqual({
+        ok: false,
+        error: 'invalid announce payload',
+      });
+    }
+    expect((await presence('network', model)).map((p) => p.deviceId)).toEqual([await deviceIdOf(token)]);
+  });
+
+  it('a disconnected device is withdrawn from presence, and the health count follows', async () => {
+    const model = uniq('medium-gw');
+    const { token } = await createDevice();
+    const before = (await http('GET', `${dispatcher.url}/healthz`)).body.devices;
+    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    await waitOnline([model], token);
+    expect((await http('GET', `${dispatcher.url}/healthz`)).body.devices).toBe(before + 1);
+    fake.close();
+    for (let i = 0; i < 100 && (await presence('network', model)).length > 0; i++) {
+      await sleep(20);
+    }
+    expect(await presence('network', model)).toEqual([]);
+    expect((await http('GET', `${dispatcher.url}/healthz`)).body.devices).toBe(before);
+  });
+
+  it('a revoked device is disconnected and refused from then on', async () => {
+    const model = uniq('medium-gw');
+    const device = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, device.token, [model]);
+    devices.push(fake);
+    await waitOnline([model], device.token);
+    await new AdminService(db()).revokeDevice(device.id);
+    for (let i = 0; i < 300 && fake.socket.connected; i++) {
+      await sleep(50);
+    }
+    expect(fake.socket.connected).toBe(false);
+    expect(await handshake({ token: device.token, protocol: 1 })).toBe('invalid_device_token');
+  });
+
+  it('a malformed event about its own task fails that task with device_protocol_error', async () => {
+    const model = uniq('medium-gw');
+    await new AdminService(db()).addModel({ id: model });
+    const tenant = await createTenant([model]);
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    devices.push(fake);
+    await waitOnline([model], token);
+    const pending = fetch(`${api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const a = await fake.nextAssignment();
+    fake.socket.emit('task:delta', { task_address: a.task_address, seq: 0, choices: 'not a list' });
+    const res = await pending;
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.code).toBe('device_protocol_error');
+    const row = await waitTerminal(a.task_address);
+    expect([row.status, row.errorCode]).toEqual(['failed', 'device_protocol_error']);
+    expect(fake.cancels).toContain(a.task_address);
+  });
+});

@@ -11,7 +11,7 @@ import type { PrismaClient } from '@app/common';
 export const DIST = join(__dirname, '..', '..');
 /** The repository root. */
 export const ROOT = join(DIST, '..');
-export const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdefghijklm';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

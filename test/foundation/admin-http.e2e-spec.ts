@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ADMIN_TOKEN, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
+import { jsonHttp, loopbackAddress } from '../reliability/helpers';
 import {
   API_KEY_FORMAT,
   DEVICE_TOKEN_FORMAT,
@@ -287,15 +288,18 @@ describe('admin HTTP API', () => {
       'an API key': adminAuth(tenant.key),
       'token in X-API-Key': { 'x-api-key': ADMIN_TOKEN },
     };
+    // Each refusal counts against the client's address (too many get 429): one address per request.
+    const send = (url: string, method: string, body: unknown, headers: Record<string, string>) =>
+      jsonHttp(method, url, body, { headers, localAddress: loopbackAddress() });
     for (const [method, path, body] of routes) {
       for (const [name, headers] of Object.entries(credentials)) {
-        const res = await http(method, `${api.url}${path}`, { headers, body });
+        const res = await send(`${api.url}${path}`, method, body, headers);
         assertOpenAIError(res, 401, 'invalid_admin_token', null);
         assert.equal(res.body.error.type, 'authentication_error', `${method} ${path} with ${name}`);
       }
       // ADMIN_TOKEN unset on the server: even the right token is refused.
       for (const headers of [adminAuth(), {}]) {
-        const res = await http(method, `${noAdmin.url}${path}`, { headers, body });
+        const res = await send(`${noAdmin.url}${path}`, method, body, headers);
         assertOpenAIError(res, 401, 'invalid_admin_token', null);
       }
     }

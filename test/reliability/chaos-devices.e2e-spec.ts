@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { closeDb, createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -276,17 +277,22 @@ describe('chaos: devices and clients', () => {
         const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
         return { abort: () => live.abort(), done: live.done.then(() => live), live };
       }
-      const controller = new AbortController();
-      const done = fetch(url(), {
+      // node:http, whose abort closes the connection at once (fetch's may linger for seconds before
+      // the response has started), as a client that hangs up does.
+      const req = httpRequest(url(), {
         method: 'POST',
         headers: { ...bearer(tenant.key), 'content-type': 'application/json' },
-        body: JSON.stringify(chatBody(model, prompt)),
-        signal: controller.signal,
-      }).then(
-        (r) => r.text(),
-        (e: Error) => e,
-      );
-      return { abort: () => controller.abort(), done, live: null };
+      });
+      const done = new Promise<unknown>((resolve) => {
+        req.on('response', (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+          res.on('error', resolve);
+        });
+        req.on('error', resolve);
+      });
+      req.end(JSON.stringify(chatBody(model, prompt)));
+      return { abort: () => req.destroy(), done, live: null };
     }
 
     async function assertCancelled(address: string, reachedDevice: boolean) {

@@ -214,7 +214,7 @@ describe('chaos: api and dispatcher instances', () => {
     // The streaming task cannot start over: an explicit error after what was sent, no [DONE].
     await within(streaming.done, RECOVERY_MS, 'the streaming task');
     const last = streaming.events.at(-1);
-    assert.equal(last?.error?.code, 'device_disconnected', streaming.text.slice(-400));
+    assert.equal(last?.error?.code, 'dispatcher_lost', streaming.text.slice(-400));
     assert.equal(last.error.type, 'server_error');
     assert.ok(!streaming.events.includes('[DONE]'));
     const partial = sseContent(streaming.events);
@@ -251,7 +251,7 @@ describe('chaos: api and dispatcher instances', () => {
     const byAddress = new Map(rows.map((r) => [r.address, r]));
     const failed = byAddress.get(streaming.events[0].task_address)!;
     assert.equal(failed.status, 'failed');
-    assert.equal(failed.errorCode, 'device_disconnected');
+    assert.equal(failed.errorCode, 'dispatcher_lost');
     const moved = byAddress.get(evaluating.events[0].task_address)!;
     assert.equal(moved.status, 'completed');
     assert.ok(moved.attempts >= 2, `attempts ${moved.attempts}`);

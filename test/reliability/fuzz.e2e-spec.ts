@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { closeDb, createDevice, createTenant, db, uniq } from '../support/stack';
+import { closeDb, createDevice, createTenant, db, uniq, recordsWritten } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   adminAuth,
@@ -273,7 +273,11 @@ describe('hostile input (fuzzing)', () => {
     await closeDb();
   });
 
-  const taskCount = () => db().task.count({ where: { orgId: tenant.org.id } });
+  /** The org's task rows, once every record so far is written (they are written behind). */
+  const taskCount = async () => {
+    await recordsWritten();
+    return db().task.count({ where: { orgId: tenant.org.id } });
+  };
   /** The strings a JSON text holds (keys and values), where an organization name or model id would be. */
   function stringsIn(text: string): Set<string> {
     const out = new Set<string>();

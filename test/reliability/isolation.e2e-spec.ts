@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { io } from 'socket.io-client';
 import type { Socket } from 'socket.io-client';
-import { createRedis, keys } from '@app/common';
+import { PROTOCOL_VERSION, createRedis, keys } from '@app/common';
 import { ADMIN_TOKEN, REDIS_URL, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -59,7 +59,13 @@ describe('isolation and untrusted devices', () => {
       QUEUE_TIMEOUT_MS: '10000',
       ASSIGN_ACK_TIMEOUT_MS: '2000',
     };
-    [api1, api2, dispatcher] = await Promise.all([startApi(env), startApi(env), startDispatcher(env)]);
+    // The rogue device of these tests sends many invalid events on purpose; disconnecting it for that
+    // (DEVICE_MAX_INVALID_EVENTS) has a test of its own in the hostile suite.
+    [api1, api2, dispatcher] = await Promise.all([
+      startApi(env),
+      startApi(env),
+      startDispatcher({ ...env, DEVICE_MAX_INVALID_EVENTS: '1000' }),
+    ]);
     orgA = await createTenant([shared, privateModel, directModel]);
     orgB = await createTenant([shared, directModel, rogueModel]);
     netDevice = await createDevice();
@@ -213,7 +219,9 @@ describe('isolation and untrusted devices', () => {
       const before = await state();
       for (const [method, path, body] of routes) {
         for (const headers of [bearer(orgA.key), { 'x-api-key': orgA.key }, bearer(netDevice.token)]) {
-          const res = await jsonHttp(method, `${api1.url}${path}`, body, { headers, localAddress: from });
+          // From an address each: after AUTH_FAILURES_PER_MINUTE failures an address gets 429 instead.
+          const localAddress = loopbackAddress();
+          const res = await jsonHttp(method, `${api1.url}${path}`, body, { headers, localAddress });
           assertOpenAIError(res, 401, 'invalid_admin_token');
         }
       }
@@ -254,12 +262,12 @@ describe('isolation and untrusted devices', () => {
     it('an API key (or the admin token) as a device token: refused at the handshake with invalid_device_token', async () => {
       const unknown = 'syd_' + 'Q'.repeat(40);
       for (const auth of [
-        { token: orgA.key, protocol: 1 },
-        { token: ADMIN_TOKEN, protocol: 1 },
-        { token: unknown, protocol: 1 },
-        { token: netDevice.token.toUpperCase(), protocol: 1 },
-        { token: 42, protocol: 1 },
-        { protocol: 1 },
+        { token: orgA.key, protocol: PROTOCOL_VERSION },
+        { token: ADMIN_TOKEN, protocol: PROTOCOL_VERSION },
+        { token: unknown, protocol: PROTOCOL_VERSION },
+        { token: netDevice.token.toUpperCase(), protocol: PROTOCOL_VERSION },
+        { token: 42, protocol: PROTOCOL_VERSION },
+        { protocol: PROTOCOL_VERSION },
         {},
       ]) {
         assert.equal(await handshake(auth), 'invalid_device_token', JSON.stringify(auth));
@@ -267,7 +275,7 @@ describe('isolation and untrusted devices', () => {
       // A device token of its own (not the running agent's, whose connection a second one would replace).
       const spare = await createDevice();
       secrets.push(spare.token);
-      assert.equal(await handshake({ token: spare.token, protocol: 1 }), 'connected');
+      assert.equal(await handshake({ token: spare.token, protocol: PROTOCOL_VERSION }), 'connected');
     });
   });
 
@@ -328,7 +336,7 @@ describe('isolation and untrusted devices', () => {
       }
       assert.equal(await directProc.exited, 1, 'the agent stops when its token is refused');
       assert.match(directProc.output, /device token refused/);
-      assert.equal(await handshake({ token: directDevice.token, protocol: 1 }), 'invalid_device_token');
+      assert.equal(await handshake({ token: directDevice.token, protocol: PROTOCOL_VERSION }), 'invalid_device_token');
       assertOpenAIError(await chat(api1, orgA.key, privateModel), 503, 'no_device_available');
     });
   });
@@ -339,7 +347,7 @@ describe('isolation and untrusted devices', () => {
     const assignments: { payload: any; ack: (answer: unknown) => void }[] = [];
 
     async function connectRogue(): Promise<Socket> {
-      const socket = deviceSocket({ token: rogueToken, protocol: 1 });
+      const socket = deviceSocket({ token: rogueToken, protocol: PROTOCOL_VERSION });
       socket.on('task:assign', (payload: any, ack: (answer: unknown) => void) => {
         ack({ accepted: true });
         assignments.push({ payload, ack });
@@ -463,7 +471,11 @@ describe('isolation and untrusted devices', () => {
       const bad: [string, (own: string) => unknown][] = [
         [
           'task:delta',
-          (own) => ({ task_address: own, seq: 1, choices: [{ index: 0, content: 'x'.repeat(1_000_001) }] }),
+          (own) => ({
+            task_address: own,
+            seq: 1,
+            choices: Array.from({ length: 9 }, (_, index) => ({ index: index % 8, content: 'x' })),
+          }),
         ],
         ['task:delta', (own) => ({ task_address: own, seq: '1', choices: 'x' })],
         ['task:delta', (own) => ({ task_address: own, seq: 1, choices: [{ index: 99, content: 'x' }] })],
@@ -562,7 +574,7 @@ describe('isolation and untrusted devices', () => {
       }
     });
 
-    it('an event over the 2 MiB frame limit drops the connection; the task it held fails explicitly', async () => {
+    it('an event over DEVICE_MAX_EVENT_BYTES (256 KiB) drops the connection; the task it held fails explicitly', async () => {
       const pending = chat(api1, orgB.key, rogueModel, 'oversized frame');
       const assigned = await nextAssignment();
       const address: string = assigned.task_address;
@@ -573,8 +585,8 @@ describe('isolation and untrusted devices', () => {
         task_address: address,
         seq: 1,
         choices: [
-          { index: 0, content: 'y'.repeat(900_000) },
-          { index: 1, content: 'z'.repeat(1_400_000) },
+          { index: 0, content: 'y'.repeat(150_000) },
+          { index: 1, content: 'z'.repeat(150_000) },
         ],
       });
       await disconnected;
@@ -597,7 +609,7 @@ describe('isolation and untrusted devices', () => {
         headers: bearer(netDevice.token),
         localAddress: from,
       });
-      await handshake({ token: orgB.key, protocol: 1 });
+      await handshake({ token: orgB.key, protocol: PROTOCOL_VERSION });
       await sleep(300);
       const outputs: [string, string][] = [
         ['api1', api1.proc.output],

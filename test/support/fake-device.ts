@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { io } from 'socket.io-client';
 import type { Socket } from 'socket.io-client';
+import { PROTOCOL_VERSION } from '@app/common';
 
 /**
  * A device written by hand on socket.io-client (a real device token), for what the agent never
@@ -21,7 +22,7 @@ export class FakeDevice {
   ): Promise<FakeDevice> {
     const socket = io(`${server}/devices`, {
       transports: ['websocket'],
-      auth: { token, protocol: 1 },
+      auth: { token, protocol: PROTOCOL_VERSION },
       reconnection: false,
       forceNew: true,
     });

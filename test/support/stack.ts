@@ -14,7 +14,7 @@ export const DIST = process.env[TEST_ENV.build] ?? '';
 /** This run's own Postgres and Redis databases (see test/jest/global-setup.ts). */
 export const DATABASE_URL = process.env[TEST_ENV.databaseUrl] ?? '';
 export const REDIS_URL = process.env[TEST_ENV.redisUrl] ?? '';
-export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdefghijklmn';
 
 /** Longer than any deadline a test provokes on purpose (queue and stream timeouts are set shorter). */
 const HTTP_TIMEOUT_MS = 90_000;
@@ -191,11 +191,8 @@ export async function createTenant(models: string[] = []): Promise<Tenant> {
   const admin = new AdminService(db());
   const org = await admin.createOrg(uniq('org'));
   const key = await admin.createKey({ org: org.name });
+  await ensureCatalog(models);
   for (const model of models) {
-    // Two tenants created at once may race to add the same model: the loser finds it there.
-    await db()
-      .model.upsert({ where: { id: model }, create: { id: model }, update: {} })
-      .catch(() => db().model.findUniqueOrThrow({ where: { id: model } }));
     await admin.enableModel(model, org.name);
   }
   return { org, key: key.key, keyId: key.id };
@@ -272,6 +269,19 @@ export function simDeviceArgs(server: string, token: string, opts: DeviceOptions
   return args;
 }
 
+/**
+ * Adds the models to the catalog when missing: a device may serve only catalog models (the
+ * dispatcher refuses the others), as an operator adds a model before its devices announce it.
+ */
+export async function ensureCatalog(models: string[]): Promise<void> {
+  for (const id of models) {
+    // Two suites may race to add the same model: the loser finds it there.
+    await db()
+      .model.upsert({ where: { id }, create: { id }, update: {} })
+      .catch(() => db().model.findUniqueOrThrow({ where: { id } }));
+  }
+}
+
 /** Where a device is expected online, and how long to wait for it. */
 export interface OnlineOptions {
   /** `network` (default) or the org id of a direct device. */
@@ -301,6 +311,7 @@ export async function startDevice(
   where: Omit<OnlineOptions, 'proc'> & { wait?: boolean } = {},
 ): Promise<Proc> {
   const url = typeof dispatcher === 'string' ? dispatcher : dispatcher.url;
+  await ensureCatalog(opts.models);
   const proc = startNode('apps/device/src/main.js', simDeviceArgs(url, token, opts), baseEnv());
   if (where.wait === false) {
     return proc;
@@ -336,6 +347,26 @@ export async function waitOnline(models: string[], token: string, opts: OnlineOp
         throw new Error(`device did not come online for ${models.join(', ')}; output:\n${opts.proc?.output ?? ''}`);
       }
       await sleep(25);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * Waits until every task transition so far is in Postgres: task records are written behind their
+ * transitions (TaskRecordWriter), which delete their entries from the records stream once written.
+ * A test reads task rows after this, as an operator's later query would.
+ */
+export async function recordsWritten(timeoutMs = 15_000): Promise<void> {
+  const redis = createRedis(REDIS_URL);
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while ((await redis.xlen(keys.records)) > 0) {
+      if (Date.now() > deadline) {
+        throw new Error('task records were not written to Postgres in time');
+      }
+      await sleep(10);
     }
   } finally {
     redis.disconnect();

@@ -1,58 +1,42 @@
 import { Module } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD } from '@nestjs/core';
-import { PassportModule } from '@nestjs/passport';
-import { ConfigModule, LOGGER, PrismaModule } from '@app/common';
+import { APP_FILTER } from '@nestjs/core';
+import { ConfigModule, PrismaModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { AdminController } from './admin/admin.controller';
-import { ApiKeyService } from './auth/api-key.service';
-import { AuthGuard } from './auth/auth.guard';
-import { BearerStrategy } from './auth/bearer.strategy';
+import { AuthModule } from './auth/auth.module';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
-import { HealthController } from './health/health.controller';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
-import { ModelsController } from './models/models.controller';
+import { HealthController } from './health/health.controller';
+import { InfraModule } from './infra/infra.module';
+import { IntakeModule } from './intake/intake.module';
+import { FlightModule } from './flight/flight.module';
+import { MetricsModule } from './metrics/metrics.module';
+import { ModelsModule } from './models/models.module';
 import { OllamaController } from './ollama/ollama.controller';
-import { LimitsService } from './limits/limits.service';
-import { MetricsController } from './metrics/metrics.controller';
-import { MetricsService } from './metrics/metrics.service';
-import { PresenceService } from './relay/presence.service';
-import { RelayService } from './relay/relay.service';
-import { TaskQueueService } from './relay/task-queue.service';
-import { TaskStreamReader } from './relay/task-stream.reader';
 import { TasksController } from './tasks/tasks.controller';
-import { ModelsService } from './models/models.service';
-import { RedisModule } from './redis/redis.module';
 
+/**
+ * The api: one module per responsibility (docs/architecture.md). The chat controllers are thin: they
+ * validate the request, hand it to intake, and write the flight's events with the responder.
+ */
 @Module({})
 export class AppModule {
   static forRoot(config: AppConfig, logger: Logger): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), PrismaModule, RedisModule, PassportModule],
-      controllers: [
-        MetricsController,
-        HealthController,
-        ModelsController,
-        ChatCompletionsController,
-        OllamaController,
-        TasksController,
-        AdminController,
+      imports: [
+        ConfigModule.forRoot(config),
+        PrismaModule,
+        InfraModule.forRoot(logger),
+        MetricsModule,
+        AuthModule,
+        ModelsModule,
+        FlightModule,
+        IntakeModule,
       ],
-      providers: [
-        { provide: LOGGER, useValue: logger },
-        MetricsService,
-        LimitsService,
-        ApiKeyService,
-        BearerStrategy,
-        ModelsService,
-        PresenceService,
-        TaskQueueService,
-        TaskStreamReader,
-        RelayService,
-        { provide: APP_GUARD, useClass: AuthGuard },
-        { provide: APP_FILTER, useClass: AllExceptionsFilter },
-      ],
+      controllers: [HealthController, ChatCompletionsController, OllamaController, TasksController, AdminController],
+      providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };
   }
 }

@@ -5,6 +5,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppError, openAIError } from '@app/common';
 import type { AppConfig } from '@app/common';
+import { installAuthHook } from './auth/auth.hook';
 import { routeFamily } from './common/route-family';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -41,6 +42,8 @@ export const API_APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 export function createApiAdapter(config: AppConfig): FastifyAdapter {
   return new FastifyAdapter({
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // Behind a proxy, the client's address (for the failed-authentication limit) is X-Forwarded-For's.
+    trustProxy: config.TRUST_PROXY,
     // Errors Fastify raises before routing (a malformed URL) get our error shapes too.
     frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
       const message = 'The request URL is malformed.';
@@ -65,6 +68,7 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
+  installAuthHook(app, config);
   // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
   // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).
   // Bodies are JSON whatever their Content-Type says: Ollama's documented curl examples send none

@@ -4,7 +4,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { AppModule } from './app.module';
 import { API_APP_OPTIONS, configureApiApp, createApiAdapter } from './bootstrap';
-import { RelayService } from './relay/relay.service';
+import { FlightsService } from './flight/flights.service';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
@@ -24,7 +24,7 @@ async function bootstrap(): Promise<void> {
   onShutdownSignal(logger, async () => {
     fastify.server.close();
     fastify.server.closeIdleConnections();
-    await app.get(RelayService).drain();
+    await app.get(FlightsService).drain();
     await app.close();
   });
 }

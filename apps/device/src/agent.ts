@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { io } from 'socket.io-client';
 import type { ManagerOptions, Socket, SocketOptions } from 'socket.io-client';
-import { z } from 'zod';
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatMessage, ChatParams, ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
 import { requiredFeatures } from '@app/common/protocol/chat';
@@ -9,17 +8,24 @@ import type {
   AnnouncePayload,
   AssignAck,
   AssignPayload,
+  DeviceErrorCode,
   DeviceHandshakeAuth,
   DeviceToServerEvents,
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
-import { DEVICE_NAMESPACE, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
+import {
+  DEVICE_ERROR_CODES,
+  DEVICE_NAMESPACE,
+  HANDSHAKE_ERRORS,
+  PROTOCOL_VERSION,
+  assignSchema,
+} from '@app/common/protocol/device-protocol';
 import type { Backend } from './backends/backend';
 import { isCancellation } from './backends/backend';
 import { AGENT_VERSION } from './version';
 
 /** The message of the dispatcher's handshake refusal for an unknown or revoked token; retrying cannot help. */
-export const TOKEN_REFUSED = 'invalid_device_token';
+export const TOKEN_REFUSED = HANDSHAKE_ERRORS.token;
 
 // Reconnection: start fast (a dispatcher restart takes seconds), back off to 10 s so that a long outage
 // costs little, and spread devices with ±50 % jitter so that they do not all return at the same instant.
@@ -75,19 +81,6 @@ interface RunningTask {
   output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
 }
 
-// The dispatcher is trusted, but a malformed assignment must be refused, not crash the agent.
-const assignSchema = z.object({
-  task_address: z.string().regex(/^(direct|network):[0-9a-f-]{36}$/),
-  model: z.string().min(1),
-  attempt: z.number().int().min(0),
-  request_id: z.string().max(128).optional(),
-  params: z.object({
-    messages: z.array(z.object({ role: z.string(), content: z.string().nullable() })).min(1),
-    max_tokens: z.number().int().min(1),
-    n: z.number().int().min(1).max(8).optional(),
-  }),
-});
-
 /** Exponential backoff with jitter, the same curve as socket.io's own reconnection. */
 export function backoffDelay(attempt: number, random: () => number = Math.random): number {
   const base = Math.min(RECONNECT_DELAY_MAX_MS, RECONNECT_DELAY_MS * 2 ** Math.min(attempt, 30));
@@ -95,10 +88,10 @@ export function backoffDelay(attempt: number, random: () => number = Math.random
   return Math.round(Math.min(RECONNECT_DELAY_MAX_MS, Math.max(0, jittered)));
 }
 
-/** A protocol error code (lowercase snake case, at most 64 characters) from whatever a backend threw. */
-function errorCode(error: unknown): string {
+/** The protocol's error code for whatever a backend threw (`backend_error` when it has none of them). */
+function errorCode(error: unknown): DeviceErrorCode {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[a-z_]{1,64}$/.test(code) ? code : 'backend_error';
+  return (DEVICE_ERROR_CODES as readonly unknown[]).includes(code) ? (code as DeviceErrorCode) : 'backend_error';
 }
 
 function errorMessage(error: unknown): string {
@@ -258,9 +251,12 @@ export class DeviceAgent {
         this.log.warn({ available: payload.available }, 'announce not acknowledged');
       } else if (answer.ok) {
         this.log.info(
-          { device_id: answer.device_id, pool: answer.pool, available: payload.available },
+          { device_id: answer.device_id, pool: answer.pool, models: answer.models, available: payload.available },
           'announced to dispatcher',
         );
+        if (answer.refused.length > 0) {
+          this.log.warn({ refused: answer.refused }, 'the dispatcher will not give this device tasks for some models');
+        }
       } else {
         this.log.error({ error: answer.error }, 'dispatcher refused the announce');
       }
@@ -273,6 +269,12 @@ export class DeviceAgent {
     }
     if (error.message === TOKEN_REFUSED) {
       this.log.error('device token refused');
+      this.stop(1);
+      return;
+    }
+    if (error.message.startsWith(HANDSHAKE_ERRORS.protocol)) {
+      // Retrying cannot help: this agent speaks another version of the protocol than the dispatcher.
+      this.log.error({ error: error.message, protocol: PROTOCOL_VERSION }, 'dispatcher refused this agent version');
       this.stop(1);
       return;
     }

@@ -5,7 +5,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
-import { DispatchService } from './relay/dispatch.service';
+import { DeviceEvents } from './dispatch/device-events.service';
 
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
@@ -22,7 +22,7 @@ async function bootstrap(): Promise<void> {
   // SIGTERM/SIGINT: stop fetching jobs, let tasks in progress finish (SHUTDOWN_GRACE_MS), hand the
   // rest back or fail them explicitly, then disconnect the devices (they reconnect elsewhere).
   onShutdownSignal(logger, async () => {
-    await app.get(DispatchService).drain();
+    await app.get(DeviceEvents).drain();
     await app.get(DeviceGateway).close();
     await app.close();
   });

@@ -1,7 +1,17 @@
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRedis, decodePresenceMember, keys, sha256Hex } from '@app/common';
-import { REDIS_URL, baseEnv, db, http, sleep, startNode, waitOnline } from '../../support/stack';
+import {
+  REDIS_URL,
+  baseEnv,
+  db,
+  ensureCatalog,
+  http,
+  recordsWritten,
+  sleep,
+  startNode,
+  waitOnline,
+} from '../../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../../support/stack';
 
 export interface RuntimeDeviceOptions {
@@ -35,6 +45,7 @@ export async function startRuntimeDevice(
     args.push('--model', model);
   }
   args.push(...(opts.extraArgs ?? []));
+  await ensureCatalog(opts.online ?? (opts.models ?? []).map((m) => m.split('=')[0]));
   const proc = startNode('apps/device/src/main.js', args, baseEnv());
   if (process.env.DEVICE_TEST_LOG_DIR) {
     // For debugging a failed run: each agent's output in a file of its own.
@@ -81,6 +92,7 @@ export async function eventually<T>(
 
 /** The task row of a response's task_address (or of the org's latest task). */
 export async function taskRow(tenant: Tenant, address?: string) {
+  await recordsWritten();
   if (address) {
     return db().task.findUniqueOrThrow({ where: { address } });
   }

@@ -59,7 +59,7 @@ const OLLAMA_CASES: ErrorCase[] = [
   {
     name: 'model not found (404)',
     upstream: 'ghost:1b',
-    code: 'model_not_found',
+    code: 'model_unavailable',
     message: /model 'ghost:1b' not found/,
   },
   {
@@ -107,7 +107,7 @@ const OLLAMA_CASES: ErrorCase[] = [
 ];
 
 const OPENAI_CASES: ErrorCase[] = [
-  { name: 'model not found (404)', upstream: 'ghost', code: 'model_not_found', message: /`ghost` does not exist/ },
+  { name: 'model not found (404)', upstream: 'ghost', code: 'model_unavailable', message: /`ghost` does not exist/ },
   {
     name: 'prompt too long (400)',
     upstream: 'small',

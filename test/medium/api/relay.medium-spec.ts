@@ -29,7 +29,12 @@ describe('relay (api)', () => {
   let api: InProcessApp;
   let dispatcher: InProcessApp;
   const devices: FakeDevice[] = [];
-  const timeouts = { QUEUE_TIMEOUT_MS: '1500', TASK_IDLE_TIMEOUT_MS: '3000', ASSIGN_ACK_TIMEOUT_MS: '1000' };
+  const timeouts = {
+    QUEUE_TIMEOUT_MS: '1500',
+    TASK_IDLE_TIMEOUT_MS: '3000',
+    ASSIGN_ACK_TIMEOUT_MS: '1000',
+    LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent',
+  };
 
   beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApiApp(timeouts), startDispatcherApp(timeouts)]);

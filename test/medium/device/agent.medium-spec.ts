@@ -14,7 +14,13 @@ import type {
   DeviceToServerEvents,
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
-import { announceSchema, deltaSchema, doneSchema, taskErrorSchema } from '@app/common/protocol/device-protocol';
+import {
+  PROTOCOL_VERSION,
+  announceSchema,
+  deltaSchema,
+  doneSchema,
+  taskErrorSchema,
+} from '@app/common/protocol/device-protocol';
 import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from '../../../apps/device/src/agent';
 import type { Backend, BackendResult, SimOptions } from '../../../apps/device/src/backends';
 import { SimBackend } from '../../../apps/device/src/backends';
@@ -64,7 +70,7 @@ async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN, custom
     sockets.push(socket);
     socket.on('announce', (payload, ack) => {
       received.push({ socketId: socket.id, event: 'announce', payload: { ...payload } });
-      ack({ ok: true, device_id: 'dev-1', pool: 'network' });
+      ack({ ok: true, device_id: 'dev-1', pool: 'network', models: payload.models, refused: [] });
     });
     for (const event of ['task:delta', 'task:done', 'task:error'] as const) {
       socket.on(event, (payload: object) => received.push({ socketId: socket.id, event, payload: { ...payload } }));
@@ -158,7 +164,7 @@ void describe('DeviceAgent', () => {
   void it('connects with its token and protocol version and announces what it serves', async () => {
     const h = await harness({ features: ['tools', 'n'] });
     await until(() => h.received.some((r) => r.event === 'announce'), 'announce');
-    expect(h.auths[0]).toEqual({ token: GOOD_TOKEN, protocol: 1 });
+    expect(h.auths[0]).toEqual({ token: GOOD_TOKEN, protocol: PROTOCOL_VERSION });
     const announce = h.received.find((r) => r.event === 'announce')!.payload;
     assert.ok(announceSchema.safeParse(announce).success);
     expect(announce).toEqual({

@@ -1,5 +1,5 @@
 import { io } from 'socket.io-client';
-import { AdminService, createRedis, decodePresenceMember, keys } from '@app/common';
+import { AdminService, PROTOCOL_VERSION, createRedis, decodePresenceMember, keys } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
 import {
   REDIS_URL,
@@ -61,9 +61,11 @@ describe('device gateway (dispatcher)', () => {
   it('refuses a handshake without a valid device token', async () => {
     const { token } = await createDevice();
     expect(await handshake(undefined)).toBe('invalid_device_token');
-    expect(await handshake({ token: 'syd_' + 'x'.repeat(40), protocol: 1 })).toBe('invalid_device_token');
-    expect(await handshake({ token: 'not a token', protocol: 1 })).toBe('invalid_device_token');
-    expect(await handshake({ token, protocol: 1 })).toBe('connected');
+    expect(await handshake({ token: 'syd_' + 'x'.repeat(40), protocol: PROTOCOL_VERSION })).toBe(
+      'invalid_device_token',
+    );
+    expect(await handshake({ token: 'not a token', protocol: PROTOCOL_VERSION })).toBe('invalid_device_token');
+    expect(await handshake({ token, protocol: PROTOCOL_VERSION })).toBe('connected');
   });
 
   it('an announce is acknowledged with the device and its pool, and publishes its presence with features', async () => {
@@ -82,15 +84,22 @@ describe('device gateway (dispatcher)', () => {
       available: true,
       running_task: null,
     });
-    expect(again).toEqual({ ok: true, device_id: direct.id, pool: 'direct' });
+    expect(again).toEqual({ ok: true, device_id: direct.id, pool: 'direct', models: [model], refused: [] });
     for (let i = 0; i < 50 && (await presence(tenant.org.id, model))[0]?.features.length; i++) {
       await sleep(20);
     }
     expect(await presence(tenant.org.id, model)).toEqual([{ deviceId: direct.id, features: [] }]);
   });
 
-  it('an invalid announce is refused in its acknowledgement and changes nothing', async () => {
+  /** A model of the catalog (a device may announce only those). */
+  const catalogModel = async () => {
     const model = uniq('medium-gw');
+    await new AdminService(db()).addModel({ id: model });
+    return model;
+  };
+
+  it('an invalid announce is refused in its acknowledgement and changes nothing', async () => {
+    const model = await catalogModel();
     const { token } = await createDevice();
     const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
     devices.push(fake);
@@ -104,8 +113,69 @@ describe('device gateway (dispatcher)', () => {
     expect((await presence('network', model)).map((p) => p.deviceId)).toEqual([await deviceIdOf(token)]);
   });
 
+  it('a device may serve only catalog models, a direct device only its org’s, a restricted one only its list', async () => {
+    const known = await catalogModel();
+    const other = await catalogModel();
+    const unknown = uniq('not-in-catalog');
+    const tenant = await createTenant([known]);
+    const announce = async (token: string, models: string[]) => {
+      const fake = await FakeDevice.connect(dispatcher.url, token, [], { features: [] });
+      devices.push(fake);
+      return fake.socket.timeout(5_000).emitWithAck('announce', {
+        agent_version: 'fake-1',
+        backend: 'sim',
+        models,
+        features: [],
+        available: true,
+        running_task: null,
+      });
+    };
+    const network = await createDevice();
+    expect(await announce(network.token, [known, unknown, other])).toMatchObject({
+      ok: true,
+      models: [known, other],
+      refused: [{ model: unknown, reason: 'unknown_model' }],
+    });
+    const direct = await createDevice(tenant.org.name);
+    expect(await announce(direct.token, [known, other])).toMatchObject({
+      ok: true,
+      pool: 'direct',
+      models: [known],
+      refused: [{ model: other, reason: 'not_enabled' }],
+    });
+    const restricted = await createDevice();
+    await db().device.update({
+      where: { id: restricted.id },
+      data: { modelsRestricted: true, models: { create: [{ modelId: other }] } },
+    });
+    expect(await announce(restricted.token, [known, other])).toMatchObject({
+      ok: true,
+      models: [other],
+      refused: [{ model: known, reason: 'not_allowed' }],
+    });
+    // Nothing refused is published: no api routes a request for it to these devices.
+    expect(await presence('network', unknown)).toEqual([]);
+    expect(await presence(tenant.org.id, other)).toEqual([]);
+  });
+
+  it('an announce of more models than DEVICE_MAX_MODELS is refused whole', async () => {
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, [], { features: [] });
+    devices.push(fake);
+    const many = Array.from({ length: 65 }, (_, i) => `too-many-${i}`);
+    const answer = await fake.socket.timeout(5_000).emitWithAck('announce', {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models: many,
+      features: [],
+      available: true,
+      running_task: null,
+    });
+    expect(answer).toEqual({ ok: false, error: 'too many models: a device may announce at most 64' });
+  });
+
   it('a disconnected device is withdrawn from presence, and the health count follows', async () => {
-    const model = uniq('medium-gw');
+    const model = await catalogModel();
     const { token } = await createDevice();
     const before = (await http('GET', `${dispatcher.url}/healthz`)).body.devices;
     const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
@@ -120,7 +190,7 @@ describe('device gateway (dispatcher)', () => {
   });
 
   it('a revoked device is disconnected and refused from then on', async () => {
-    const model = uniq('medium-gw');
+    const model = await catalogModel();
     const device = await createDevice();
     const fake = await FakeDevice.connect(dispatcher.url, device.token, [model]);
     devices.push(fake);
@@ -130,12 +200,11 @@ describe('device gateway (dispatcher)', () => {
       await sleep(50);
     }
     expect(fake.socket.connected).toBe(false);
-    expect(await handshake({ token: device.token, protocol: 1 })).toBe('invalid_device_token');
+    expect(await handshake({ token: device.token, protocol: PROTOCOL_VERSION })).toBe('invalid_device_token');
   });
 
   it('a malformed event about its own task fails that task with device_protocol_error', async () => {
-    const model = uniq('medium-gw');
-    await new AdminService(db()).addModel({ id: model });
+    const model = await catalogModel();
     const tenant = await createTenant([model]);
     const { token } = await createDevice();
     const fake = await FakeDevice.connect(dispatcher.url, token, [model]);

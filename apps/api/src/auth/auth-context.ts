@@ -2,13 +2,17 @@ import { createParamDecorator } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import type { OrgLimits } from '../limits/limits.service';
 
-/** Who is calling: set on the request by the auth guard for every `api_key` route. */
+/** Who is calling: set on the request by the auth hook for every `api_key` route. */
 export interface AuthContext {
   orgId: string;
   orgName: string;
   apiKeyId: string;
-  /** The org's limits, as of the last key lookup (at most half a second old). */
+  /** The org's limits, as of the last key lookup (at most about a second old). */
   limits: OrgLimits;
+  /** Its share of a queue's assignments when several orgs wait (1-100). */
+  weight: number;
+  /** Whether its prompts may go to the shared network. */
+  network: boolean;
 }
 
 /** Injects the caller's {@link AuthContext} into a handler. */

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { openAIError } from '@app/common';
-import type { ChoiceDelta, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common';
+import type { ChoiceDelta, ErrorCode, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common';
+import type { WireFormat } from '../responder/responder';
 
 const FINGERPRINT = 'fp_switchyard';
 
 /** `chatcmpl-` + 24 hex characters. */
 export const completionId = () => `chatcmpl-${randomBytes(12).toString('hex')}`;
 
-interface Meta {
+export interface Meta {
   id: string;
   created: number;
   model: string;
@@ -130,5 +131,53 @@ export class ChunkRenderer {
   /** A failure after the stream started: the same error object as an HTTP error response would carry. */
   error(status: number, code: string, message: string): string {
     return `data: ${JSON.stringify(openAIError(status, message, code))}\n\n`;
+  }
+}
+
+/** OpenAI's chat completions, as the responder writes them: SSE chunks, or one `chat.completion`. */
+export class OpenAIFormat implements WireFormat {
+  readonly contentType = 'text/event-stream; charset=utf-8';
+  readonly ping = ': ping\n\n';
+  private readonly chunks: ChunkRenderer;
+  private readonly completion: CompletionAccumulator;
+
+  constructor(
+    private readonly meta: Meta,
+    includeUsage: boolean,
+    logprobs: boolean,
+    private readonly n: number,
+  ) {
+    this.chunks = new ChunkRenderer(meta, includeUsage);
+    this.completion = new CompletionAccumulator(logprobs);
+  }
+
+  head(): string {
+    return this.chunks.roles(this.n);
+  }
+
+  delta(choices: ChoiceDelta[]): string {
+    return this.chunks.deltas(choices);
+  }
+
+  finish(finishReasons: FinishReason[], usage: Usage | null): string {
+    return this.chunks.finish(finishReasons, usage);
+  }
+
+  failure(code: ErrorCode, status: number, message: string): string {
+    return this.chunks.error(status, code, message);
+  }
+
+  assigned(): void {}
+
+  collect(choices: ChoiceDelta[]): void {
+    this.completion.add(choices);
+  }
+
+  body(finishReasons: FinishReason[], usage: Usage | null) {
+    return this.completion.render(this.meta, finishReasons, usage);
+  }
+
+  errorBody(code: ErrorCode, status: number, message: string) {
+    return openAIError(status, message, code);
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import { PrismaService, openAIError } from '@app/common';
 import { Public } from '../auth/access.decorator';
-import { REDIS } from '../redis/redis.module';
+import { REDIS } from '../infra/redis.module';
 
 /** Readiness must answer quickly even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1_500;

@@ -2,8 +2,9 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { APP_CONFIG, AppError } from '@app/common';
-import type { AppConfig } from '@app/common';
-import { REDIS } from '../redis/redis.module';
+import type { AppConfig, Logger } from '@app/common';
+import { LOGGER } from '@app/common';
+import { REDIS } from '../infra/redis.module';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** An org's limits as the auth context carries them; null means unlimited. */
@@ -35,30 +36,33 @@ export interface Slot {
 
 const NO_SLOT: Slot = { release: () => undefined };
 
+/** What a request holds of its org's limits while it is in flight. */
+export interface Taken {
+  /** Rate-limit headers to send with the answer (OpenAI's names). */
+  headers: RateHeaders;
+  concurrency: Slot;
+  queued: Slot;
+}
+
 /**
- * Per-organization limits, enforced in Redis so that every api instance counts together:
- * requests per minute (rate-limiter-flexible), concurrent requests and queued jobs per model (sorted
- * sets of live task ids whose entries expire on their own if an api instance dies holding them).
+ * Per-organization limits, enforced in Redis so that every api instance counts together: requests
+ * per minute (rate-limiter-flexible), concurrent requests and queued jobs per model (sorted sets of
+ * live task ids whose entries expire on their own if an api instance dies holding them). An org
+ * without limits costs nothing; one with limits, one round trip for all of them.
  */
 @Injectable()
 export class LimitsService {
   private readonly rpmLimiters = new Map<number, RateLimiterRedis>();
-  private readonly authFailures: RateLimiterRedis;
   /** A slot is dropped this long after it was taken even if never released (a crashed api). */
   private readonly slotTtlMs: number;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.redis.defineCommand('syAcquireSlot', { numberOfKeys: 1, lua: ACQUIRE_SLOT });
-    this.authFailures = new RateLimiterRedis({
-      storeClient: redis,
-      keyPrefix: 'sy:rl:authfail',
-      points: config.AUTH_FAILURES_PER_MINUTE,
-      duration: 60,
-    });
     this.slotTtlMs = config.QUEUE_TIMEOUT_MS + config.MAX_STREAM_MS + 60_000;
   }
 
@@ -79,8 +83,55 @@ export class LimitsService {
     });
   }
 
+  /**
+   * Takes what a request needs of its org's limits, or throws the 429 (with the rate-limit headers
+   * when the org has a requests-per-minute limit). The three checks go out together.
+   */
+  async take(orgId: string, limits: OrgLimits, model: string, taskId: string): Promise<Taken> {
+    const [rpm, concurrency, queued] = await Promise.allSettled([
+      this.takeRequest(orgId, limits),
+      limits.concurrency === null
+        ? NO_SLOT
+        : this.acquire(`sy:limit:concurrency:${orgId}`, taskId, limits.concurrency, () =>
+            this.tooMany(
+              'concurrency',
+              `Too many concurrent requests: your organization may run ${limits.concurrency} at once.`,
+              1,
+            ),
+          ),
+      limits.maxQueued === null
+        ? NO_SLOT
+        : this.acquire(`sy:limit:queued:${orgId}:${model}`, taskId, limits.maxQueued, () =>
+            this.tooMany(
+              'queued',
+              `Too many queued requests for '${model}': your organization may have ${limits.maxQueued} waiting.`,
+              1,
+            ),
+          ),
+    ]);
+    const failure = [rpm, concurrency, queued].find((r) => r.status === 'rejected');
+    if (failure) {
+      for (const slot of [concurrency, queued]) {
+        if (slot.status === 'fulfilled') {
+          slot.value.release();
+        }
+      }
+      const reason = failure.reason as Error;
+      if (reason instanceof AppError && rpm.status === 'fulfilled') {
+        // A concurrency or queue refusal still says where the org stands per minute.
+        throw new AppError(reason.code, reason.message, reason.param, { ...rpm.value, ...reason.headers });
+      }
+      throw reason;
+    }
+    return {
+      headers: (rpm as PromiseFulfilledResult<RateHeaders>).value,
+      concurrency: (concurrency as PromiseFulfilledResult<Slot>).value,
+      queued: (queued as PromiseFulfilledResult<Slot>).value,
+    };
+  }
+
   /** Counts one request against the org's requests per minute; returns the headers to send. */
-  async takeRequest(orgId: string, limits: OrgLimits): Promise<RateHeaders> {
+  private async takeRequest(orgId: string, limits: OrgLimits): Promise<RateHeaders> {
     if (limits.rpm === null) {
       return {};
     }
@@ -104,74 +155,27 @@ export class LimitsService {
     }
   }
 
-  private async acquire(key: string, member: string, limit: number): Promise<boolean> {
+  private async acquire(key: string, member: string, limit: number, refuse: () => AppError): Promise<Slot> {
     const now = Date.now();
     const taken = await (
       this.redis as unknown as {
         syAcquireSlot(key: string, now: number, expiry: number, limit: number, member: string): Promise<number>;
       }
     ).syAcquireSlot(key, now, now + this.slotTtlMs, limit, member);
-    return taken === 1;
-  }
-
-  private slot(key: string, member: string): Slot {
+    if (taken !== 1) {
+      throw refuse();
+    }
     let released = false;
     return {
       release: () => {
         if (!released) {
           released = true;
-          void this.redis.zrem(key, member).catch(() => undefined);
+          this.redis.zrem(key, member).catch((err: unknown) =>
+            // The slot expires on its own (slotTtlMs); until then it counts against the org.
+            this.logger.warn({ err: (err as Error).message, key }, 'could not release a limit slot'),
+          );
         }
       },
     };
-  }
-
-  /** A concurrent-request slot of the org for this task, or 429. */
-  async takeConcurrency(orgId: string, limits: OrgLimits, taskId: string): Promise<Slot> {
-    if (limits.concurrency === null) {
-      return NO_SLOT;
-    }
-    const key = `sy:limit:concurrency:${orgId}`;
-    if (!(await this.acquire(key, taskId, limits.concurrency))) {
-      throw this.tooMany(
-        'concurrency',
-        `Too many concurrent requests: your organization may run ${limits.concurrency} at once.`,
-        1,
-      );
-    }
-    return this.slot(key, taskId);
-  }
-
-  /** A place among the org's queued jobs for this model, or 429 (a tenant cannot fill a shared queue). */
-  async takeQueued(orgId: string, limits: OrgLimits, model: string, taskId: string): Promise<Slot> {
-    if (limits.maxQueued === null) {
-      return NO_SLOT;
-    }
-    const key = `sy:limit:queued:${orgId}:${model}`;
-    if (!(await this.acquire(key, taskId, limits.maxQueued))) {
-      throw this.tooMany(
-        'queued',
-        `Too many queued requests for '${model}': your organization may have ${limits.maxQueued} waiting.`,
-        1,
-      );
-    }
-    return this.slot(key, taskId);
-  }
-
-  /** Refuses a client address that failed authentication too often in the last minute. */
-  async checkAuthAllowed(address: string): Promise<void> {
-    // Fails open: with Redis unreachable, key checks (Postgres) still work for routes that need no Redis.
-    const res = await this.authFailures.get(address).catch(() => null);
-    if (res && res.consumedPoints >= this.config.AUTH_FAILURES_PER_MINUTE) {
-      throw this.tooMany(
-        'auth_failures',
-        'Too many failed authentications from your address.',
-        res.msBeforeNext / 1000,
-      );
-    }
-  }
-
-  async recordAuthFailure(address: string): Promise<void> {
-    await this.authFailures.penalty(address, 1).catch(() => undefined);
   }
 }

@@ -15,8 +15,14 @@ const toObject = (m: { id: string; createdAt: Date; ownedBy: string }): ModelObj
   owned_by: m.ownedBy,
 });
 
-/** How long a chat request may use what an earlier one read about an org's model. */
+/**
+ * How long what a chat request read about an org's model is fresh; an older read is still used while
+ * a new one runs in the background, up to CHAT_CACHE_STALE_MS: a chat request never waits for Postgres
+ * for a model in use, and an admin's change takes effect within about that.
+ */
 const CHAT_CACHE_TTL_MS = 500;
+const CHAT_CACHE_STALE_MS = 1_000;
+const STALE_IF_ERROR_MS = 60_000;
 /** Bounds the cache (entries are per org and enabled model). */
 const CHAT_CACHE_MAX_ENTRIES = 10_000;
 
@@ -25,7 +31,7 @@ type ModelRow = Awaited<ReturnType<ModelsService['get']>>;
 /** The models an organization may use. Every query is scoped by the caller's org id. */
 @Injectable()
 export class ModelsService {
-  private readonly chatCache = new Map<string, { model: ModelRow; cachedAt: number }>();
+  private readonly chatCache = new Map<string, { model: ModelRow; cachedAt: number; refreshing: boolean }>();
 
   constructor(private readonly prisma: PrismaService) {}
 
@@ -36,16 +42,34 @@ export class ModelsService {
    */
   async forChat(orgId: string, modelId: string): Promise<ModelRow> {
     const key = `${orgId}\n${modelId}`;
-    const now = performance.now();
     const hit = this.chatCache.get(key);
-    if (hit && now - hit.cachedAt <= CHAT_CACHE_TTL_MS) {
+    const age = hit ? performance.now() - hit.cachedAt : Infinity;
+    if (hit && age > CHAT_CACHE_STALE_MS && age <= STALE_IF_ERROR_MS) {
+      // Postgres may be unreachable: what was read in the last minute still answers (see ApiKeyService).
+      return this.load(key, orgId, modelId).catch((err: unknown) => {
+        if (err instanceof AppError) {
+          throw err;
+        }
+        return hit.model;
+      });
+    }
+    if (hit && age <= CHAT_CACHE_STALE_MS) {
+      if (age > CHAT_CACHE_TTL_MS && !hit.refreshing) {
+        hit.refreshing = true;
+        // A failed refresh (disabled meanwhile, or Postgres down) drops the entry: the next request asks.
+        this.load(key, orgId, modelId).catch(() => this.chatCache.delete(key));
+      }
       return hit.model;
     }
+    return this.load(key, orgId, modelId);
+  }
+
+  private async load(key: string, orgId: string, modelId: string): Promise<ModelRow> {
     const model = await this.get(orgId, modelId);
     if (this.chatCache.size >= CHAT_CACHE_MAX_ENTRIES) {
       this.chatCache.clear();
     }
-    this.chatCache.set(key, { model, cachedAt: now });
+    this.chatCache.set(key, { model, cachedAt: performance.now(), refreshing: false });
     return model;
   }
 

@@ -1,4 +1,5 @@
-import type { ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common';
+import type { ChoiceDelta, ErrorCode, FinishReason, ToolCall, Usage } from '@app/common';
+import type { WireFormat } from '../responder/responder';
 
 /** Ollama's tool call: arguments as an object. */
 function toOllamaCall(call: ToolCall) {
@@ -100,5 +101,45 @@ export class OllamaRenderer {
 
   line(value: unknown): string {
     return `${JSON.stringify(value)}\n`;
+  }
+}
+
+/** Ollama's /api/chat, as the responder writes it: NDJSON lines, or one object. */
+export class OllamaFormat implements WireFormat {
+  readonly contentType = 'application/x-ndjson';
+  readonly ping = null;
+
+  constructor(private readonly render: OllamaRenderer) {}
+
+  head(): string {
+    return '';
+  }
+
+  delta(choices: ChoiceDelta[]): string | null {
+    return this.render.delta(choices);
+  }
+
+  finish(finishReasons: FinishReason[], usage: Usage | null): string {
+    return this.render.finalLine(finishReasons[0], usage);
+  }
+
+  failure(_code: ErrorCode, _status: number, message: string): string {
+    return this.render.line({ error: message });
+  }
+
+  assigned(): void {
+    this.render.assigned();
+  }
+
+  collect(choices: ChoiceDelta[]): void {
+    this.render.delta(choices);
+  }
+
+  body(finishReasons: FinishReason[], usage: Usage | null) {
+    return this.render.final(finishReasons[0], usage);
+  }
+
+  errorBody(_code: ErrorCode, _status: number, message: string) {
+    return { error: message };
   }
 }

@@ -5,50 +5,56 @@ import { Server } from 'socket.io';
 import type { z } from 'zod';
 import {
   APP_CONFIG,
+  DEVICE_EVENTS,
   DEVICE_NAMESPACE,
+  HANDSHAKE_ERRORS,
   LOGGER,
-  PROTOCOL_VERSION,
-  PgService,
   announceSchema,
   deltaSchema,
   doneSchema,
-  looksLikeDeviceToken,
-  sha256Hex,
   taskErrorSchema,
 } from '@app/common';
-import type { AppConfig, DeviceSocketData, DeviceToServerEvents, Logger, ServerToDeviceEvents } from '@app/common';
-import { DispatcherMetrics } from '../metrics/dispatcher-metrics.service';
-import { DispatchService } from '../relay/dispatch.service';
+import type {
+  AnnounceAck,
+  AppConfig,
+  DeviceSocketData,
+  DeviceToServerEvents,
+  Logger,
+  ServerToDeviceEvents,
+} from '@app/common';
+import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
+import { AnnouncePolicy } from './announce-policy.service';
+import { DeviceAuth } from './device-auth.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceSession } from './device-session';
 import type { DeviceSocket } from './device-session';
+import { EventBudget } from './event-budget';
 import { PresenceService } from './presence.service';
 
-/** How often connected devices are checked for revocation (a revoked device is dropped within this). */
-const REVOCATION_CHECK_MS = 1_000;
 /**
- * socket.io's own heartbeat: the server pings every PING_INTERVAL_MS and drops a device that has
- * not answered within the rest of DEVICE_INACTIVITY_MS (frozen, network gone).
+ * socket.io's own heartbeat: the server pings every PING_INTERVAL_MS and drops a device that has not
+ * answered within the rest of DEVICE_INACTIVITY_MS (frozen, network gone).
  */
 const PING_INTERVAL_MS = 5_000;
-/** An event larger than this is refused by socket.io before it is parsed. */
-const MAX_EVENT_BYTES = 2 * 1024 * 1024;
+/** The window over which a device's invalid events are counted against DEVICE_MAX_INVALID_EVENTS. */
+const STRIKE_WINDOW_MS = 60_000;
 
 /**
- * The `/devices` namespace: authenticates devices at the handshake, keeps the registry and presence
- * up to date, validates every event a device sends, and passes the valid ones to the dispatcher.
+ * The `/devices` namespace: authenticates devices at the handshake (token and protocol version),
+ * keeps the registry and presence up to date, holds each device to its budget, validates every event
+ * a device sends, and passes the valid ones to the registry's listener. A device that keeps sending
+ * what it must not is disconnected.
  */
 @Injectable()
 export class DeviceGateway implements BeforeApplicationShutdown {
   private io: Server | null = null;
-  private revocationTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
-    private readonly db: PgService,
+    private readonly auth: DeviceAuth,
     private readonly registry: DeviceRegistry,
     private readonly presence: PresenceService,
-    private readonly dispatch: DispatchService,
+    private readonly policy: AnnouncePolicy,
     private readonly metrics: DispatcherMetrics,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -62,20 +68,24 @@ export class DeviceGateway implements BeforeApplicationShutdown {
         transports: ['websocket'],
         pingInterval: PING_INTERVAL_MS,
         pingTimeout: Math.max(1_000, this.config.DEVICE_INACTIVITY_MS - PING_INTERVAL_MS),
-        maxHttpBufferSize: MAX_EVENT_BYTES,
+        // A larger event closes the device's connection before it is parsed.
+        maxHttpBufferSize: this.config.DEVICE_MAX_EVENT_BYTES,
+        perMessageDeflate: false,
         serveClient: false,
       },
     );
     this.io = io;
+    // Nothing is served on the root namespace: a socket there is refused whoever it is.
+    io.of('/').use((_socket, next) => next(new Error(HANDSHAKE_ERRORS.token)));
     const namespace = io.of(DEVICE_NAMESPACE);
     namespace.use((socket, next) => {
-      this.authenticate(socket.handshake.auth as Record<string, unknown>).then(
-        (data) => {
-          if (!data) {
-            next(new Error('invalid_device_token'));
+      this.auth.authenticate(socket.handshake.auth as Record<string, unknown>).then(
+        (result) => {
+          if ('refused' in result) {
+            next(new Error(result.refused));
             return;
           }
-          socket.data = data;
+          socket.data = result;
           next();
         },
         (err: unknown) => {
@@ -85,24 +95,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       );
     });
     namespace.on('connection', (socket) => this.onConnection(socket));
-    this.revocationTimer = setInterval(() => void this.dropRevoked().catch(() => undefined), REVOCATION_CHECK_MS);
-    this.revocationTimer.unref();
-  }
-
-  private async authenticate(auth: Record<string, unknown>): Promise<DeviceSocketData | null> {
-    const token = auth?.token;
-    if (typeof token !== 'string' || !looksLikeDeviceToken(token)) {
-      return null;
-    }
-    const { rows } = await this.db.sql<{ id: string; org_id: string | null; name: string; revoked_at: Date | null }>(
-      `SELECT id, org_id, name, revoked_at FROM devices WHERE token_hash = $1`,
-      [sha256Hex(token)],
-    );
-    const device = rows[0];
-    if (!device || device.revoked_at) {
-      return null;
-    }
-    return { deviceId: device.id, orgId: device.org_id, name: device.name };
+    this.auth.watchRevocations((id) => this.registry.get(id)?.socket.disconnect(true));
   }
 
   private onConnection(socket: DeviceSocket): void {
@@ -111,111 +104,158 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     if (replaced) {
       this.logger.warn({ deviceId: session.id }, 'device connected again: dropping its older connection');
       replaced.socket.disconnect(true);
-      void this.onGone(replaced);
+      this.onGone(replaced);
     }
     this.logger.info({ deviceId: session.id, name: socket.data.name, pool: session.pool }, 'device connected');
-    this.touch(session.id);
+    this.auth.touch(session.id);
 
-    socket.on('announce', (raw, ack) => {
-      const payload = this.validate(session, announceSchema, raw, 'announce');
-      const reply = typeof ack === 'function' ? ack : () => undefined;
-      if (!payload) {
-        reply({ ok: false, error: 'invalid announce payload' });
+    // Every event counts against the device's budget, at its size on the wire.
+    const budget = new EventBudget(this.config.DEVICE_MAX_EVENTS_PER_SECOND, this.config.DEVICE_MAX_BYTES_PER_SECOND);
+    let bytes = 0;
+    socket.conn.on('packet', (packet: { type: string; data?: unknown }) => {
+      if (packet.type === 'message') {
+        bytes += typeof packet.data === 'string' ? Buffer.byteLength(packet.data) : 0;
+      }
+    });
+    socket.use(([event, raw], next) => {
+      const size = bytes;
+      bytes = 0;
+      if (budget.take(size)) {
+        next();
         return;
       }
-      this.registry.setQueues(session, session.serve(payload.models));
-      session.features = new Set(payload.features);
-      session.available = payload.available;
-      session.announced = true;
-      reply({ ok: true, device_id: session.id, pool: socket.data.orgId ? 'direct' : 'network' });
-      this.logger.info(
-        { deviceId: session.id, backend: payload.backend, agent: payload.agent_version, models: payload.models },
-        'device announced',
-      );
-      void this.presence.publish(session).then(
-        () => this.dispatch.kick(session, 'all'),
-        (err: unknown) => this.logger.error({ err }, 'presence update failed'),
-      );
+      this.refuse(session, event, raw, 'over_budget');
     });
-    socket.on('task:delta', (raw) => {
-      const payload = this.validate(session, deltaSchema, raw, 'task:delta');
+
+    socket.on(DEVICE_EVENTS.announce, (raw, ack) => void this.onAnnounce(session, raw, ack));
+    socket.on(DEVICE_EVENTS.delta, (raw) => {
+      const payload = this.validate(session, deltaSchema, raw, DEVICE_EVENTS.delta);
       if (payload) {
-        this.dispatch.onDelta(session, payload);
+        this.registry.events.onDelta(session, payload);
       }
     });
-    socket.on('task:done', (raw) => {
-      const payload = this.validate(session, doneSchema, raw, 'task:done');
+    socket.on(DEVICE_EVENTS.done, (raw) => {
+      const payload = this.validate(session, doneSchema, raw, DEVICE_EVENTS.done);
       if (payload) {
-        void this.dispatch.onDone(session, payload).catch((err: unknown) => this.logger.error({ err }, 'done failed'));
+        this.registry.events.onDone(session, payload);
       }
     });
-    socket.on('task:error', (raw) => {
-      const payload = this.validate(session, taskErrorSchema, raw, 'task:error');
+    socket.on(DEVICE_EVENTS.error, (raw) => {
+      const payload = this.validate(session, taskErrorSchema, raw, DEVICE_EVENTS.error);
       if (payload) {
-        void this.dispatch
-          .onError(session, payload)
-          .catch((err: unknown) => this.logger.error({ err }, 'error failed'));
+        this.registry.events.onError(session, payload);
       }
     });
     socket.on('disconnect', (reason) => {
       this.logger.info({ deviceId: session.id, reason }, 'device disconnected');
-      void this.onGone(session);
+      this.onGone(session);
     });
   }
 
-  private async onGone(session: DeviceSession): Promise<void> {
-    this.registry.remove(session);
-    this.touch(session.id);
-    session.available = false;
-    await Promise.all([
-      this.presence.withdraw(session).catch(() => undefined),
-      this.dispatch
-        .onDisconnect(session)
-        .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'disconnect handling failed')),
-    ]);
-  }
-
-  /** A device is not trusted: every payload is checked, and a bad one is logged and dropped. */
-  private validate<T>(session: DeviceSession, schema: z.ZodType<T>, raw: unknown, event: string): T | null {
-    const parsed = schema.safeParse(raw);
-    if (!parsed.success) {
-      this.metrics.invalidEvents.inc({ reason: 'malformed' });
-      // A malformed event about the device's own task ends that task: its output can no longer be trusted.
-      const address = (raw as { task_address?: unknown } | null)?.task_address;
-      if (event !== 'announce' && session.task && address === session.task.address) {
-        void this.dispatch
-          .onInvalidEvent(session, `invalid ${event}: ${parsed.error.issues[0]?.message ?? 'malformed'}`)
-          .catch((err: unknown) => this.logger.error({ err }, 'invalid event handling failed'));
-      }
-      this.logger.warn(
-        { deviceId: session.id, event, issue: parsed.error.issues[0]?.message, path: parsed.error.issues[0]?.path },
-        'invalid event from device: ignored',
-      );
-      return null;
-    }
-    return parsed.data;
-  }
-
-  /** Records when a device was last seen (on connect and disconnect), not awaited. */
-  private touch(deviceId: string): void {
-    void this.db.sql(`UPDATE devices SET last_seen_at = now() WHERE id = $1`, [deviceId]).catch(() => undefined);
-  }
-
-  private async dropRevoked(): Promise<void> {
-    const ids = [...this.registry.all()].map((s) => s.id);
-    if (ids.length === 0) {
+  private async onAnnounce(session: DeviceSession, raw: unknown, ack: unknown): Promise<void> {
+    const reply = typeof ack === 'function' ? (ack as (answer: AnnounceAck) => void) : () => undefined;
+    const payload = this.validate(session, announceSchema, raw, DEVICE_EVENTS.announce);
+    if (!payload) {
+      reply({ ok: false, error: 'invalid announce payload' });
       return;
     }
-    const { rows: revoked } = await this.db.sql<{ id: string }>(
-      `SELECT id FROM devices WHERE id = ANY($1::uuid[]) AND revoked_at IS NOT NULL`,
-      [ids],
+    let decision;
+    try {
+      decision = await this.policy.decide(session, payload.models);
+    } catch (err) {
+      this.logger.error({ err, deviceId: session.id }, 'could not check the announced models');
+      reply({ ok: false, error: 'the dispatcher could not check the models; announce again' });
+      return;
+    }
+    if (!decision) {
+      this.strike(session, 'too_many_models');
+      reply({ ok: false, error: `too many models: a device may announce at most ${this.config.DEVICE_MAX_MODELS}` });
+      return;
+    }
+    if (this.registry.get(session.id) !== session) {
+      return;
+    }
+    session.announcedModels = [...new Set(payload.models)];
+    session.serve(decision.models, payload.features, payload.available);
+    reply({
+      ok: true,
+      device_id: session.id,
+      pool: session.socket.data.orgId ? 'direct' : 'network',
+      models: decision.models,
+      refused: decision.refused,
+    });
+    this.logger.info(
+      {
+        deviceId: session.id,
+        backend: payload.backend,
+        agent: payload.agent_version,
+        models: decision.models,
+        refused: decision.refused.length,
+        available: payload.available,
+      },
+      'device announced',
     );
-    for (const { id } of revoked) {
-      const session = this.registry.get(id);
-      if (session) {
-        this.logger.warn({ deviceId: id }, 'device token revoked: disconnecting');
-        session.socket.disconnect(true);
-      }
+    this.registry.events.onAnnounced(session);
+    await this.presence
+      .publish(session)
+      .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'presence update failed'));
+  }
+
+  private onGone(session: DeviceSession): void {
+    if (!this.registry.remove(session)) {
+      return;
+    }
+    this.auth.touch(session.id);
+    this.registry.events.onGone(session);
+    this.presence
+      .withdraw(session)
+      .catch((err: unknown) => this.logger.warn({ err, deviceId: session.id }, 'presence withdrawal failed'));
+  }
+
+  /** A device is not trusted: every payload is checked, and a bad one is counted and dropped. */
+  private validate<T>(session: DeviceSession, schema: z.ZodType<T>, raw: unknown, event: string): T | null {
+    const parsed = schema.safeParse(raw);
+    if (parsed.success) {
+      return parsed.data;
+    }
+    const issue = parsed.error.issues[0];
+    this.refuse(session, event, raw, 'malformed', `${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'malformed'}`);
+    return null;
+  }
+
+  /** Drops an event; one that names a task goes to the listener (a task of the device's fails with it). */
+  private refuse(session: DeviceSession, event: unknown, raw: unknown, reason: string, detail?: string): void {
+    this.logger.warn(
+      { deviceId: session.id, event: String(event).slice(0, 64), reason, detail },
+      'invalid event from device: ignored',
+    );
+    const address = (raw as { task_address?: unknown } | null)?.task_address;
+    if (event !== DEVICE_EVENTS.announce && typeof address === 'string') {
+      this.registry.events.onInvalidEvent(session, address, reason);
+    }
+    this.strike(session, reason);
+  }
+
+  /**
+   * Counts a misdeed of a device (also the dispatch module's: events for a task it does not hold); at
+   * DEVICE_MAX_INVALID_EVENTS the device is disconnected, and its task handled as a device drop.
+   */
+  strike(session: DeviceSession, reason: string): void {
+    this.metrics.invalidEvents.inc({ reason });
+    // Misdeeds are counted over the last STRIKE_WINDOW_MS: a long-lived device is not disconnected
+    // for a few mishaps spread over days.
+    const now = Date.now();
+    if (now - session.firstStrikeAt > STRIKE_WINDOW_MS) {
+      session.firstStrikeAt = now;
+      session.invalidEvents = 0;
+    }
+    session.invalidEvents++;
+    if (session.invalidEvents === this.config.DEVICE_MAX_INVALID_EVENTS) {
+      this.logger.warn(
+        { deviceId: session.id, events: session.invalidEvents },
+        'too many invalid events: disconnecting',
+      );
+      session.socket.disconnect(true);
     }
   }
 
@@ -224,12 +264,11 @@ export class DeviceGateway implements BeforeApplicationShutdown {
    * before the HTTP server closes, which would otherwise wait for the open WebSockets forever.
    */
   async close(): Promise<void> {
-    if (this.revocationTimer) {
-      clearInterval(this.revocationTimer);
-      this.revocationTimer = null;
+    this.auth.stopWatching();
+    for (const session of [...this.registry.all()]) {
+      session.socket.disconnect(true);
+      this.onGone(session);
     }
-    const sessions = [...this.registry.all()];
-    await Promise.all(sessions.map((s) => this.onGone(s)));
     const io = this.io;
     this.io = null;
     await new Promise<void>((resolve) => (io ? void io.close(() => resolve()) : resolve()));
@@ -239,5 +278,3 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     await this.close();
   }
 }
-
-export { PROTOCOL_VERSION };

@@ -29,7 +29,15 @@ export const configSchema = z.object({
   /** Address the HTTP servers listen on. */
   HOST: z.string().min(1).default('0.0.0.0'),
   /** Bearer token for the admin HTTP API; when unset the admin API refuses every request. */
-  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** When set, /admin is served only on this port (and ADMIN_HOST), not on API_PORT. */
+  ADMIN_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
+  /** Behind a proxy: the client address comes from X-Forwarded-For (the proxy's own entry aside). */
+  TRUST_PROXY: z
+    .enum(['true', 'false', '1', '0'])
+    .default('false')
+    .transform((v) => v === 'true' || v === '1'),
   /** Model used when a request names none; without it such a request gets 400 model_required. */
   DEFAULT_MODEL: z.string().min(1).optional(),
   /** How long a request may wait in its queue for a busy device before 503 queue_timeout. */
@@ -55,6 +63,23 @@ export const configSchema = z.object({
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(30_000),
   /** Failed authentications allowed per client address per minute before 429. */
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+  /** Most models one device may announce; a longer list is refused whole. */
+  DEVICE_MAX_MODELS: z.coerce.number().int().min(1).max(1000).default(64),
+  /** Largest event a device may send; a larger one closes its connection (its task is handled as a drop). */
+  DEVICE_MAX_EVENT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
+  /** Each device's budget: events and bytes per second (bursts of one second's worth). */
+  DEVICE_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).default(2_000),
+  DEVICE_MAX_BYTES_PER_SECOND: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(4 * 1024 * 1024),
+  /** A device that sends this many invalid, foreign or over-budget events is disconnected. */
+  DEVICE_MAX_INVALID_EVENTS: z.coerce.number().int().min(1).default(20),
   /** How many devices may try a job before it fails (a device that drops before the first token). */
   MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -1,5 +1,5 @@
 import { Global, Inject, Injectable, Module } from '@nestjs/common';
-import type { OnModuleDestroy } from '@nestjs/common';
+import type { OnApplicationShutdown } from '@nestjs/common';
 import { Pool } from 'pg';
 import type { QueryResult } from 'pg';
 import { APP_CONFIG } from '../config/config';
@@ -19,7 +19,7 @@ export function createPool(databaseUrl: string): Pool {
  * Prisma's.
  */
 @Injectable()
-export class PgService implements OnModuleDestroy {
+export class PgService implements OnApplicationShutdown {
   readonly pool: Pool;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
@@ -30,8 +30,11 @@ export class PgService implements OnModuleDestroy {
     return this.pool.query<R>(text, values);
   }
 
-  async onModuleDestroy(): Promise<void> {
-    await this.pool.end().catch(() => undefined);
+  /** Closed last, when every service that writes has stopped (they stop in earlier shutdown hooks). */
+  async onApplicationShutdown(): Promise<void> {
+    if (!this.pool.ending) {
+      await this.pool.end();
+    }
   }
 }
 

@@ -25,11 +25,9 @@ export class PrismaService extends PgService {
     this.client = createPrismaClient(config.DATABASE_URL, this.pool);
   }
 
-  override async onModuleDestroy(): Promise<void> {
+  override async onApplicationShutdown(): Promise<void> {
     await this.client.$disconnect();
     // Not left to the adapter's disposeExternalPool alone: a pool left open keeps the process alive.
-    if (!this.pool.ending) {
-      await super.onModuleDestroy();
-    }
+    await super.onApplicationShutdown();
   }
 }

@@ -1,50 +1,76 @@
+import { z } from 'zod';
+
 /**
- * The chat request as Switchyard carries it from the api to a device: OpenAI's field names, already
- * validated, with `null`s dropped and defaults applied. Versioned with the protocol (see docs/protocol.md).
+ * The chat request as Switchyard carries it from the api to a device, and the output a device sends
+ * back: OpenAI's field names, already validated by the api, with `null`s dropped and defaults
+ * applied. Part of the device protocol (see device-protocol.ts and docs/protocol.md); the types are
+ * inferred from these schemas, so the two cannot drift.
  */
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | null;
-  name?: string;
-  tool_calls?: ToolCall[];
-  tool_call_id?: string;
-}
 
-export interface ToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
+/** The largest token count a task row can hold (a Postgres integer). */
+export const MAX_TOKENS_COUNT = 2_147_483_647;
 
-export interface ToolDefinition {
-  type: 'function';
-  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
-}
+export const toolCallSchema = z.object({
+  id: z.string().max(200),
+  type: z.literal('function'),
+  function: z.object({ name: z.string().max(200), arguments: z.string().max(1_000_000) }),
+});
+export type ToolCall = z.infer<typeof toolCallSchema>;
 
-export type ResponseFormat =
-  | { type: 'text' }
-  | { type: 'json_object' }
-  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean } };
+export const chatMessageSchema = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string().nullable(),
+  name: z.string().optional(),
+  tool_calls: z.array(toolCallSchema).optional(),
+  tool_call_id: z.string().optional(),
+});
+export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
-export interface ChatParams {
-  messages: ChatMessage[];
-  max_tokens: number;
-  temperature?: number;
-  top_p?: number;
-  stop?: string[];
-  frequency_penalty?: number;
-  presence_penalty?: number;
-  n?: number;
-  response_format?: ResponseFormat;
-  tools?: ToolDefinition[];
-  tool_choice?: 'auto' | 'none';
-  logprobs?: boolean;
-  top_logprobs?: number;
-  logit_bias?: Record<string, number>;
-  reasoning_effort?: 'low' | 'medium' | 'high';
+export const toolDefinitionSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string(),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().optional(),
+  }),
+});
+export type ToolDefinition = z.infer<typeof toolDefinitionSchema>;
+
+export const responseFormatSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }),
+  z.object({ type: z.literal('json_object') }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({
+      name: z.string(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      strict: z.boolean().optional(),
+    }),
+  }),
+]);
+export type ResponseFormat = z.infer<typeof responseFormatSchema>;
+
+export const chatParamsSchema = z.object({
+  messages: z.array(chatMessageSchema).min(1),
+  max_tokens: z.number().int().min(1),
+  temperature: z.number().optional(),
+  top_p: z.number().optional(),
+  stop: z.array(z.string()).optional(),
+  frequency_penalty: z.number().optional(),
+  presence_penalty: z.number().optional(),
+  n: z.number().int().min(1).max(8).optional(),
+  response_format: responseFormatSchema.optional(),
+  tools: z.array(toolDefinitionSchema).optional(),
+  tool_choice: z.enum(['auto', 'none']).optional(),
+  logprobs: z.boolean().optional(),
+  top_logprobs: z.number().int().min(0).max(20).optional(),
+  logit_bias: z.record(z.string(), z.number()).optional(),
+  reasoning_effort: z.enum(['low', 'medium', 'high']).optional(),
   /** Whether the device should report usage; always true, devices report it when they can. */
-  stream_usage?: boolean;
-}
+  stream_usage: z.boolean().optional(),
+});
+export type ChatParams = z.infer<typeof chatParamsSchema>;
 
 /** Features a backend may or may not support; a job lists the ones it needs. */
 export const FEATURES = [
@@ -89,26 +115,31 @@ export function requiredFeatures(params: ChatParams, streamUsage: boolean): Feat
   return needs;
 }
 
-export type FinishReason = 'stop' | 'length' | 'tool_calls';
+export const finishReasonSchema = z.enum(['stop', 'length', 'tool_calls']);
+export type FinishReason = z.infer<typeof finishReasonSchema>;
 
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
+const tokenCount = z.number().int().min(0).max(MAX_TOKENS_COUNT);
+export const usageSchema = z.object({
+  prompt_tokens: tokenCount,
+  completion_tokens: tokenCount,
+  total_tokens: tokenCount,
+});
+export type Usage = z.infer<typeof usageSchema>;
 
-export interface TokenLogprob {
-  token: string;
-  logprob: number;
-  bytes: number[] | null;
-  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[];
-}
+const topLogprobSchema = z.object({
+  token: z.string().max(1000),
+  logprob: z.number(),
+  bytes: z.array(z.number().int()).max(4000).nullable(),
+});
+export const tokenLogprobSchema = topLogprobSchema.extend({ top_logprobs: z.array(topLogprobSchema).max(20) });
+export type TokenLogprob = z.infer<typeof tokenLogprobSchema>;
 
 /** One piece of output for one choice. */
-export interface ChoiceDelta {
-  index: number;
-  content?: string;
-  reasoning?: string;
-  tool_calls?: ToolCall[];
-  logprobs?: TokenLogprob[];
-}
+export const choiceDeltaSchema = z.object({
+  index: z.number().int().min(0).max(7),
+  content: z.string().max(1_000_000).optional(),
+  reasoning: z.string().max(1_000_000).optional(),
+  tool_calls: z.array(toolCallSchema).max(64).optional(),
+  logprobs: z.array(tokenLogprobSchema).max(10_000).optional(),
+});
+export type ChoiceDelta = z.infer<typeof choiceDeltaSchema>;

@@ -1,76 +1,136 @@
 import { z } from 'zod';
-import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from './chat';
-import { FEATURES } from './chat';
+import { FEATURES, choiceDeltaSchema, chatParamsSchema, finishReasonSchema, usageSchema } from './chat';
 
 /**
- * The device protocol: socket.io namespace `/devices`. Event names and payloads are defined here
- * once, for the dispatcher and the agent alike, and documented in docs/protocol.md. Bump
- * PROTOCOL_VERSION on any incompatible change.
+ * The device protocol, socket.io namespace `/devices`: every event in both directions and every
+ * acknowledgement, as zod schemas with their TypeScript types inferred from them. The dispatcher and
+ * the agent both validate what they receive with these; docs/protocol.md describes them. Bump
+ * PROTOCOL_VERSION on any incompatible change: the handshake refuses an agent of another version.
+ *
+ * Version 2: the announce is answered with the models accepted and refused; task errors carry a code
+ * from DEVICE_ERROR_CODES; the handshake checks the version.
  */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 export const DEVICE_NAMESPACE = '/devices';
 
-/** What a device sends in the socket.io handshake's `auth`. */
-export interface DeviceHandshakeAuth {
-  token: string;
-  protocol: number;
-}
+/** Event names, both directions. */
+export const DEVICE_EVENTS = {
+  announce: 'announce',
+  assign: 'task:assign',
+  cancel: 'task:cancel',
+  delta: 'task:delta',
+  done: 'task:done',
+  error: 'task:error',
+} as const;
 
-/** Announced after connecting and whenever the served models or availability change. */
-export interface AnnouncePayload {
-  agent_version: string;
-  backend: string;
-  models: string[];
-  features: Feature[];
+/** Handshake refusals (the `message` of socket.io's connect_error), each final for the agent. */
+export const HANDSHAKE_ERRORS = {
+  token: 'invalid_device_token',
+  protocol: 'unsupported_protocol',
+} as const;
+
+export const handshakeAuthSchema = z.object({ token: z.string().max(200), protocol: z.number().int() });
+export type DeviceHandshakeAuth = z.infer<typeof handshakeAuthSchema>;
+
+const address = z.string().regex(/^(direct|network):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+const seq = z.number().int().min(0).max(10_000_000);
+
+/** Announced after connecting and whenever the served models, features or availability change. */
+export const announceSchema = z.object({
+  agent_version: z.string().max(64),
+  backend: z.string().max(64),
+  /** Public model ids. The dispatcher accepts at most DEVICE_MAX_MODELS (a bound of its configuration). */
+  models: z.array(z.string().min(1).max(200)).max(1000),
+  features: z.array(z.enum(FEATURES)).max(FEATURES.length),
   /** False while the device's runtime is unreachable: it takes no tasks. */
-  available: boolean;
+  available: z.boolean(),
   /** The task the agent is still running after a reconnect, if any. */
-  running_task: string | null;
-}
+  running_task: address.nullable(),
+});
+export type AnnouncePayload = z.infer<typeof announceSchema>;
 
-export interface AnnounceAck {
-  ok: true;
-  device_id: string;
-  pool: 'direct' | 'network';
-}
+/** Why the dispatcher refuses to let a device serve a model. */
+export const REFUSAL_REASONS = ['unknown_model', 'not_enabled', 'not_allowed'] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+export const announceAckSchema = z.union([
+  z.object({
+    ok: z.literal(true),
+    device_id: z.string(),
+    pool: z.enum(['direct', 'network']),
+    /** The models the device will be given tasks for. */
+    models: z.array(z.string()),
+    refused: z.array(z.object({ model: z.string(), reason: z.enum(REFUSAL_REASONS) })),
+  }),
+  z.object({ ok: z.literal(false), error: z.string() }),
+]);
+export type AnnounceAck = z.infer<typeof announceAckSchema>;
 
 /** A task handed to a device. */
-export interface AssignPayload {
-  task_address: string;
-  model: string;
-  attempt: number;
-  params: ChatParams;
+export const assignSchema = z.object({
+  task_address: address,
+  model: z.string().min(1),
+  attempt: z.number().int().min(1),
+  params: chatParamsSchema,
   /** The api's request id, so that one id follows a request through every log. */
-  request_id?: string;
-}
+  request_id: z.string().max(128).optional(),
+});
+export type AssignPayload = z.infer<typeof assignSchema>;
 
-export type AssignAck = { accepted: true } | { accepted: false; reason: string };
+export const assignAckSchema = z.union([
+  z.object({ accepted: z.literal(true) }),
+  z.object({ accepted: z.literal(false), reason: z.string().max(200) }),
+]);
+export type AssignAck = z.infer<typeof assignAckSchema>;
 
-export interface CancelPayload {
-  task_address: string;
-}
+export const cancelSchema = z.object({ task_address: address });
+export type CancelPayload = z.infer<typeof cancelSchema>;
 
 /** Output for one or more choices. `seq` starts at 0 for each task and grows by one per event. */
-export interface DeltaPayload {
-  task_address: string;
-  seq: number;
-  choices: ChoiceDelta[];
-}
+export const deltaSchema = z.object({
+  task_address: address,
+  seq,
+  choices: z.array(choiceDeltaSchema).min(1).max(8),
+});
+export type DeltaPayload = z.infer<typeof deltaSchema>;
 
-export interface DonePayload {
-  task_address: string;
-  seq: number;
+export const doneSchema = z.object({
+  task_address: address,
+  seq,
   /** finish_reason per choice index. */
-  finish_reasons: FinishReason[];
-  usage: Usage | null;
-}
+  finish_reasons: z.array(finishReasonSchema).min(1).max(8),
+  usage: usageSchema.nullable(),
+});
+export type DonePayload = z.infer<typeof doneSchema>;
 
-export interface TaskErrorPayload {
-  task_address: string;
-  seq: number;
-  code: string;
-  message: string;
-}
+/**
+ * The codes a device may end a task with (docs/device.md says when the agent uses each). Anything else
+ * is an invalid event. What the client sees for each is in errors/device-errors.ts.
+ */
+export const DEVICE_ERROR_CODES = [
+  'model_not_found',
+  'context_length_exceeded',
+  'unsupported_by_model',
+  'upstream_unauthorized',
+  'upstream_busy',
+  'upstream_bad_request',
+  'upstream_error',
+  'upstream_bad_response',
+  'upstream_unreachable',
+  'invalid_request',
+  'device_shutdown',
+  'backend_error',
+  'cancelled',
+] as const;
+export type DeviceErrorCode = (typeof DEVICE_ERROR_CODES)[number];
+
+export const taskErrorSchema = z.object({
+  task_address: address,
+  seq,
+  code: z.enum(DEVICE_ERROR_CODES),
+  message: z.string().max(2000),
+});
+export type TaskErrorPayload = z.infer<typeof taskErrorSchema>;
 
 export interface ServerToDeviceEvents {
   'task:assign': (payload: AssignPayload, ack: (answer: AssignAck) => void) => void;
@@ -78,7 +138,7 @@ export interface ServerToDeviceEvents {
 }
 
 export interface DeviceToServerEvents {
-  announce: (payload: AnnouncePayload, ack: (answer: AnnounceAck | { ok: false; error: string }) => void) => void;
+  announce: (payload: AnnouncePayload, ack: (answer: AnnounceAck) => void) => void;
   'task:delta': (payload: DeltaPayload) => void;
   'task:done': (payload: DonePayload) => void;
   'task:error': (payload: TaskErrorPayload) => void;
@@ -90,73 +150,3 @@ export interface DeviceSocketData {
   orgId: string | null;
   name: string;
 }
-
-/** The largest token count a task row can hold (a Postgres integer). */
-const MAX_TOKENS_COUNT = 2_147_483_647;
-
-// Inbound validation: a device is not trusted. Sizes bound what one event can carry.
-const address = z.string().regex(/^(direct|network):[0-9a-f-]{36}$/);
-const seq = z.number().int().min(0).max(10_000_000);
-const toolCall = z.object({
-  id: z.string().max(200),
-  type: z.literal('function'),
-  function: z.object({ name: z.string().max(200), arguments: z.string().max(1_000_000) }),
-});
-const topLogprob = z.object({
-  token: z.string().max(1000),
-  logprob: z.number(),
-  bytes: z.array(z.number().int()).max(4000).nullable(),
-});
-
-export const announceSchema = z.object({
-  agent_version: z.string().max(64),
-  backend: z.string().max(64),
-  models: z.array(z.string().min(1).max(200)).max(1000),
-  features: z.array(z.enum(FEATURES)).max(FEATURES.length),
-  available: z.boolean(),
-  running_task: address.nullable(),
-});
-
-export const deltaSchema = z.object({
-  task_address: address,
-  seq,
-  choices: z
-    .array(
-      z.object({
-        index: z.number().int().min(0).max(7),
-        content: z.string().max(1_000_000).optional(),
-        reasoning: z.string().max(1_000_000).optional(),
-        tool_calls: z.array(toolCall).max(64).optional(),
-        logprobs: z
-          .array(topLogprob.extend({ top_logprobs: z.array(topLogprob).max(20) }))
-          .max(10_000)
-          .optional(),
-      }),
-    )
-    .min(1)
-    .max(8),
-});
-
-export const doneSchema = z.object({
-  task_address: address,
-  seq,
-  finish_reasons: z
-    .array(z.enum(['stop', 'length', 'tool_calls']))
-    .min(1)
-    .max(8),
-  usage: z
-    .object({
-      // Token counts are stored as Postgres integers.
-      prompt_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
-      completion_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
-      total_tokens: z.number().int().min(0).max(MAX_TOKENS_COUNT),
-    })
-    .nullable(),
-});
-
-export const taskErrorSchema = z.object({
-  task_address: address,
-  seq,
-  code: z.string().regex(/^[a-z_]{1,64}$/),
-  message: z.string().max(2000),
-});

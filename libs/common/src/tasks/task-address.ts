@@ -17,8 +17,30 @@ export function parseTaskAddress(value: string): { mode: TaskModeName; id: strin
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
+/** What a task view needs: a Postgres row, or the task's state in Redis while it is in flight. */
+export type TaskFields = Pick<
+  Task,
+  | 'address'
+  | 'status'
+  | 'modelId'
+  | 'mode'
+  | 'api'
+  | 'stream'
+  | 'deviceId'
+  | 'attempts'
+  | 'finishReason'
+  | 'errorCode'
+  | 'promptTokens'
+  | 'completionTokens'
+  | 'outputSha256'
+  | 'queuedAt'
+  | 'assignedAt'
+  | 'firstTokenAt'
+  | 'finishedAt'
+>;
+
 /** The public JSON of a task record, as `GET /v1/tasks/{task_address}` returns it. */
-export function taskView(task: Task) {
+export function taskView(task: TaskFields) {
   const hasUsage = task.promptTokens !== null || task.completionTokens !== null;
   return {
     object: 'task' as const,

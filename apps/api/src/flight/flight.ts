@@ -1,0 +1,277 @@
+import { DISCONNECTED_MID_ANSWER } from '@app/common';
+import type { EndGuard, Ending, ErrorCode, StreamEntry, TaskEvent } from '@app/common';
+
+export type FlightState = 'queued' | 'assigned' | 'streaming' | 'ended';
+
+/** The task a flight follows. */
+export interface FlightTask {
+  taskId: string;
+  address: string;
+  mode: 'direct' | 'network';
+  model: string;
+  line: string;
+  api: 'openai' | 'ollama';
+}
+
+export interface FlightTimeouts {
+  queueMs: number;
+  idleMs: number;
+  streamMs: number;
+}
+
+/** What a flight needs from its owner (FlightsService): the side effects, so the machine stays testable. */
+export interface FlightHooks {
+  /** Ends the task if `guard` allows; whether this call ended it. Never rejects. */
+  endTask(flight: Flight, ending: Ending, guard: EndGuard): Promise<boolean>;
+  /** Takes the task back from the queue (the job, if it still waits) or from its device. */
+  withdraw(flight: Flight, waiting: boolean): Promise<void>;
+  /** The flight moved to another state, or ended with this outcome: limits, metrics, subscriptions. */
+  changed(flight: Flight, from: FlightState, outcome: string | null): void;
+}
+
+const RELAY_INTERRUPTED =
+  'Part of the answer was lost between the device and this server (Redis was unavailable); the request was stopped. Retry it.';
+
+/**
+ * One request's task as the api follows it: an explicit state machine, queued → assigned →
+ * streaming → ended, with the timers of each state (the queue timeout while queued, the device's
+ * silence once assigned, the longest a request may last throughout). It reads the task's stream
+ * entries in order (dropping repeats, ending on a gap) and hands the client's handler an ordered
+ * buffer of events with one consumer.
+ */
+export class Flight {
+  state: FlightState = 'queued';
+  readonly created = Math.floor(Date.now() / 1000);
+  readonly startedAt = performance.now();
+  /** When the task was (last) queued, and when its first output came. */
+  queuedAt = performance.now();
+  firstOutputAt: number | null = null;
+  /** The client went away. */
+  abandoned = false;
+  /** The completion tokens the device reported at the end, if it did. */
+  completionTokens: number | null = null;
+
+  private readonly buffer: TaskEvent[] = [];
+  private waiter: (() => void) | null = null;
+  private attempt = 0;
+  private nextSeq = 0;
+  private failing = false;
+  private queueTimer: NodeJS.Timeout | null = null;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private readonly streamTimer: NodeJS.Timeout;
+
+  constructor(
+    readonly task: FlightTask,
+    private readonly timeouts: FlightTimeouts,
+    private readonly hooks: FlightHooks,
+  ) {
+    this.streamTimer = setTimeout(
+      () => void this.fail('timed_out', 'stream_timeout', `The request did not finish within ${timeouts.streamMs} ms.`),
+      timeouts.streamMs,
+    );
+    this.armQueueTimer();
+  }
+
+  get ended(): boolean {
+    return this.state === 'ended';
+  }
+
+  /**
+   * An entry of the task's stream. Entries of an earlier assignment and events already seen are
+   * dropped (a write retried after a Redis failure); a gap means events were lost with Redis, and the
+   * client gets an explicit error instead of an answer with a hole in it.
+   */
+  onEntry(entry: StreamEntry): void {
+    if (this.ended) {
+      return;
+    }
+    let events = entry.events;
+    if (entry.attempt !== null) {
+      if (entry.attempt < this.attempt) {
+        return;
+      }
+      if (entry.attempt > this.attempt) {
+        if (this.firstOutputAt !== null) {
+          // Output of an earlier attempt reached the client: another device cannot continue it.
+          void this.fail('failed', 'device_disconnected', DISCONNECTED_MID_ANSWER);
+          return;
+        }
+        this.attempt = entry.attempt;
+        this.nextSeq = 0;
+      }
+      if (entry.seq > this.nextSeq) {
+        void this.fail('failed', 'relay_interrupted', RELAY_INTERRUPTED);
+        return;
+      }
+      events = events.slice(this.nextSeq - entry.seq);
+      this.nextSeq += events.length;
+    }
+    for (const event of events) {
+      this.onEvent(event);
+    }
+  }
+
+  private onEvent(event: TaskEvent): void {
+    if (this.ended) {
+      return;
+    }
+    const from = this.state;
+    switch (event.type) {
+      case 'assigned':
+        this.state = 'assigned';
+        this.clearQueueTimer();
+        this.armIdleTimer();
+        break;
+      case 'requeued':
+        this.state = 'queued';
+        this.queuedAt = performance.now();
+        this.clearIdleTimer();
+        this.armQueueTimer();
+        break;
+      case 'delta':
+        this.state = 'streaming';
+        this.firstOutputAt ??= performance.now();
+        this.armIdleTimer();
+        break;
+      case 'done':
+        this.completionTokens = event.usage?.completion_tokens ?? null;
+        this.end('completed');
+        break;
+      case 'error':
+        this.end(event.code);
+        break;
+    }
+    this.push(event);
+    if (this.state !== from && !this.ended) {
+      this.hooks.changed(this, from, null);
+    }
+  }
+
+  /**
+   * Ends the task with an error the api decided, and tells the client. With guard 'queued' nothing
+   * happens unless the task still waits. A task whose state is already terminal (it ended, but its
+   * last events never arrived) ends here too: the client gets `relay_interrupted` instead of waiting.
+   */
+  async fail(
+    status: 'failed' | 'cancelled' | 'timed_out',
+    code: ErrorCode,
+    message: string,
+    guard: 'any' | 'queued' = 'any',
+  ): Promise<void> {
+    if (this.ended || this.failing) {
+      return;
+    }
+    this.failing = true;
+    const waiting = this.state === 'queued';
+    const ended = await this.hooks.endTask(this, { status, errorCode: code }, guard);
+    if (this.ended) {
+      return;
+    }
+    if (!ended && guard === 'queued') {
+      // A device took it meanwhile: the flight goes on.
+      this.failing = false;
+      return;
+    }
+    await this.hooks.withdraw(this, ended && waiting);
+    if (this.ended) {
+      return;
+    }
+    this.onEvent(
+      ended
+        ? { type: 'error', code, message }
+        : { type: 'error', code: 'relay_interrupted', message: RELAY_INTERRUPTED },
+    );
+  }
+
+  /** The client went away: the task is cancelled (the job withdrawn, or the device stopped). */
+  async abandon(): Promise<void> {
+    if (this.ended || this.abandoned) {
+      return;
+    }
+    this.abandoned = true;
+    const waiting = this.state === 'queued';
+    this.end('cancelled');
+    this.waiter?.();
+    const ended =
+      waiting && (await this.hooks.endTask(this, { status: 'cancelled', errorCode: 'client_disconnected' }, 'queued'));
+    // A device has it: the dispatcher stops the device and records the cancellation.
+    await this.hooks.withdraw(this, ended);
+  }
+
+  private end(outcome: string): void {
+    if (this.ended) {
+      return;
+    }
+    const from = this.state;
+    this.state = 'ended';
+    this.stopTimers();
+    this.hooks.changed(this, from, outcome);
+  }
+
+  /** Clears every timer (the process is going, or the flight ended). */
+  stopTimers(): void {
+    this.clearQueueTimer();
+    this.clearIdleTimer();
+    clearTimeout(this.streamTimer);
+  }
+
+  private armQueueTimer(): void {
+    this.clearQueueTimer();
+    this.queueTimer = setTimeout(() => {
+      if (this.state === 'queued') {
+        void this.fail(
+          'timed_out',
+          'queue_timeout',
+          `No device took the request within ${this.timeouts.queueMs} ms: every device serving '${this.task.model}' is busy. Try again later.`,
+          'queued',
+        );
+      }
+    }, this.timeouts.queueMs);
+  }
+
+  private clearQueueTimer(): void {
+    if (this.queueTimer) {
+      clearTimeout(this.queueTimer);
+      this.queueTimer = null;
+    }
+  }
+
+  /** Once a device has the task, any event resets the silence deadline (TASK_IDLE_TIMEOUT_MS). */
+  private armIdleTimer(): void {
+    this.clearIdleTimer();
+    this.idleTimer = setTimeout(
+      () => void this.fail('timed_out', 'device_timeout', `The device sent nothing for ${this.timeouts.idleMs} ms.`),
+      this.timeouts.idleMs,
+    );
+  }
+
+  private clearIdleTimer(): void {
+    if (this.idleTimer) {
+      clearTimeout(this.idleTimer);
+      this.idleTimer = null;
+    }
+  }
+
+  private push(event: TaskEvent): void {
+    this.buffer.push(event);
+    this.waiter?.();
+  }
+
+  /** The events for the client's handler, in order, until the ending (or until the client left). */
+  async *events(): AsyncGenerator<TaskEvent> {
+    for (;;) {
+      while (this.buffer.length > 0) {
+        const event = this.buffer.shift()!;
+        yield event;
+        if (event.type === 'done' || event.type === 'error') {
+          return;
+        }
+      }
+      if (this.abandoned) {
+        return;
+      }
+      await new Promise<void>((resolve) => (this.waiter = resolve));
+      this.waiter = null;
+    }
+  }
+}

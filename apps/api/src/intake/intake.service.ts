@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppError, LOGGER, lineName, queueName, requiredFeatures, taskAddress } from '@app/common';
+import type { AppConfig, ChatParams, Logger } from '@app/common';
+import type { AuthContext } from '../auth/auth-context';
+import type { Flight } from '../flight/flight';
+import { FlightsService } from '../flight/flights.service';
+import { InstanceService } from '../infra/instance.service';
+import { LimitsService } from '../limits/limits.service';
+import type { RateHeaders } from '../limits/limits.service';
+import { ModelsService } from '../models/models.service';
+import { JobQueue } from '../queue/job-queue.service';
+import { PresenceService } from './presence.service';
+
+/** A chat request as both wire formats hand it over, validated. */
+export interface ChatRequest {
+  model: string;
+  mode: 'auto' | 'direct' | 'network';
+  params: ChatParams;
+  includeUsage: boolean;
+  api: 'openai' | 'ollama';
+  stream: boolean;
+  requestId: string;
+}
+
+/**
+ * A request becomes a task: the checks that do not need the model (caps), the model, the features
+ * the request needs, the pool it goes to, the org's limits; then its flight and its job. Every check
+ * is answered from memory when it can (keys, models and presence are cached), so that a request of
+ * an org without limits reaches Redis once, with its job.
+ */
+@Injectable()
+export class IntakeService {
+  constructor(
+    private readonly models: ModelsService,
+    private readonly presence: PresenceService,
+    private readonly limits: LimitsService,
+    private readonly flights: FlightsService,
+    private readonly queue: JobQueue,
+    private readonly instance: InstanceService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  private checkCaps(params: ChatParams): void {
+    if (params.messages.length > this.config.MAX_MESSAGES) {
+      throw new AppError(
+        'invalid_request',
+        `Too many messages: at most ${this.config.MAX_MESSAGES} per request.`,
+        'messages',
+      );
+    }
+    const chars = params.messages.reduce((n, m) => n + (m.content?.length ?? 0), 0);
+    if (chars > this.config.MAX_INPUT_CHARS) {
+      throw new AppError(
+        'invalid_request',
+        `The messages are too long: at most ${this.config.MAX_INPUT_CHARS} characters in all.`,
+        'messages',
+      );
+    }
+  }
+
+  /** Starts a task, or throws the error the client gets. */
+  async start(caller: AuthContext, request: ChatRequest): Promise<{ flight: Flight; headers: RateHeaders }> {
+    if (this.flights.isDraining) {
+      throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
+    }
+    this.checkCaps(request.params);
+    const model = await this.models.forChat(caller.orgId, request.model);
+    const params: ChatParams = {
+      ...request.params,
+      max_tokens:
+        model.maxOutputTokens !== null
+          ? Math.min(request.params.max_tokens, model.maxOutputTokens)
+          : request.params.max_tokens,
+    };
+    const requires = requiredFeatures(params, request.includeUsage);
+    const route = await this.presence.route({
+      orgId: caller.orgId,
+      model: model.id,
+      mode: request.mode,
+      requires,
+      networkAllowed: caller.network,
+    });
+    const id = randomUUID();
+    const taken = await this.limits.take(caller.orgId, caller.limits, model.id, id);
+    const address = taskAddress(route.mode, id);
+    const line = lineName(queueName(model.id, route.pool), caller.orgId);
+    const flight = this.flights.open(
+      { taskId: id, address, mode: route.mode, model: model.id, line, api: request.api },
+      taken,
+    );
+    try {
+      await this.queue.enqueue(
+        {
+          id,
+          address,
+          orgId: caller.orgId,
+          apiKeyId: caller.apiKeyId,
+          modelId: model.id,
+          mode: route.mode,
+          api: request.api,
+          stream: request.stream,
+          line,
+          apiInstance: this.instance.id,
+          deadline: Date.now() + this.config.QUEUE_TIMEOUT_MS + this.config.MAX_STREAM_MS + 60_000,
+        },
+        {
+          v: 2,
+          taskId: id,
+          taskAddress: address,
+          orgId: caller.orgId,
+          model: model.id,
+          pool: route.pool,
+          params,
+          requires,
+          apiInstance: this.instance.id,
+          requestId: request.requestId,
+        },
+        caller.weight,
+      );
+    } catch (error) {
+      this.logger.error({ err: error, task: address, requestId: request.requestId }, 'enqueue failed');
+      await flight.fail('failed', 'service_unavailable', 'The request could not be queued. Try again shortly.');
+      throw new AppError(
+        'service_unavailable',
+        'The request could not be queued. Try again shortly.',
+        null,
+        taken.headers,
+      );
+    }
+    return { flight, headers: taken.headers };
+  }
+}

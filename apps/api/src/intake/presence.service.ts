@@ -1,0 +1,144 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { AppError, LOGGER, NETWORK_POOL, decodePresenceMember, keys } from '@app/common';
+import type { Feature, Logger } from '@app/common';
+import { REDIS, SUB_REDIS } from '../infra/redis.module';
+
+/** The request parameter behind each feature, for unsupported_by_node errors. */
+const FEATURE_PARAM: Record<Feature, string> = {
+  tools: 'tools',
+  json_object: 'response_format',
+  json_schema: 'response_format',
+  logprobs: 'logprobs',
+  n: 'n',
+  stream_usage: 'stream_options',
+  logit_bias: 'logit_bias',
+  reasoning_effort: 'reasoning_effort',
+};
+
+/**
+ * What this instance remembers of a (pool, model)'s presence. Dispatchers announce every change on a
+ * channel, which drops the entry; an entry is also dropped after CACHE_TTL_MS in case an announcement
+ * was lost (Pub/Sub does not persist), and all of them when the subscription reconnects.
+ */
+const CACHE_TTL_MS = 2_000;
+/** Bounds the cache (entries are per pool and model). */
+const CACHE_MAX_ENTRIES = 20_000;
+
+export interface Route {
+  pool: string;
+  mode: 'direct' | 'network';
+}
+
+export interface RouteRequest {
+  orgId: string;
+  model: string;
+  mode: 'auto' | 'direct' | 'network';
+  requires: Feature[];
+  /** The org lets its prompts go to the shared network. */
+  networkAllowed: boolean;
+}
+
+/**
+ * Chooses the pool a request goes to from the devices online now (published by the dispatchers):
+ * `direct` = the org's own devices, `network` = the shared ones, `auto` = direct when one of the
+ * org's devices can serve it, else the network (unless the org keeps its prompts off it). Presence
+ * is cached per (pool, model) and dropped on every change, so a request usually needs no round trip.
+ */
+@Injectable()
+export class PresenceService implements OnModuleInit, OnModuleDestroy {
+  private readonly cache = new Map<string, { features: Feature[][]; at: number }>();
+
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(SUB_REDIS) private readonly sub: Redis,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    this.sub.on('message', (_channel: string, topic: string) => {
+      const [pool, model] = topic.split(' ');
+      this.cache.delete(keys.presence(pool, model));
+    });
+    this.sub.on('ready', () => this.cache.clear());
+    this.sub.on('error', (err: Error) => this.logger.warn({ err: err.message }, 'presence subscription error'));
+    // Not awaited: the api starts while Redis is down (requests then read presence each time).
+    this.sub
+      .subscribe(keys.presenceChannel)
+      .catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, 'could not subscribe to presence changes'),
+      );
+  }
+
+  onModuleDestroy(): void {
+    this.cache.clear();
+  }
+
+  /** The feature sets of the devices online for a (pool, model); `fresh` skips the cache. */
+  private async online(pool: string, model: string, fresh: boolean): Promise<Feature[][]> {
+    const key = keys.presence(pool, model);
+    const now = performance.now();
+    const hit = this.cache.get(key);
+    if (hit && !fresh && now - hit.at < CACHE_TTL_MS) {
+      return hit.features;
+    }
+    const members = await this.redis.zrangebyscore(key, Date.now(), '+inf');
+    const features = members.map((m) => decodePresenceMember(m).features);
+    if (this.cache.size >= CACHE_MAX_ENTRIES) {
+      this.cache.clear();
+    }
+    this.cache.set(key, { features, at: now });
+    return features;
+  }
+
+  /**
+   * The cache is trusted to route a request, never to refuse one: a refusal is checked against Redis
+   * itself, so that a device that has just come online (its announcement still on the way) is found.
+   */
+  async route(request: RouteRequest): Promise<Route> {
+    return (await this.decide(request, false)) ?? (await this.decide(request, true))!;
+  }
+
+  private async decide(request: RouteRequest, fresh: boolean): Promise<Route | null> {
+    const { orgId, model, mode, requires } = request;
+    if (mode === 'network' && !request.networkAllowed) {
+      throw new AppError(
+        'network_not_allowed',
+        "Your organization keeps its requests off the shared network: use mode 'direct' or 'auto'.",
+        'mode',
+      );
+    }
+    const useNetwork = mode !== 'direct' && request.networkAllowed;
+    const [direct, network] = await Promise.all([
+      mode === 'network' ? Promise.resolve([]) : this.online(orgId, model, fresh),
+      useNetwork ? this.online(NETWORK_POOL, model, fresh) : Promise.resolve([]),
+    ]);
+    const supports = (features: Feature[]) => requires.every((f) => features.includes(f));
+    if (direct.some(supports)) {
+      return { pool: orgId, mode: 'direct' };
+    }
+    if (network.some(supports)) {
+      return { pool: NETWORK_POOL, mode: 'network' };
+    }
+    if (!fresh) {
+      return null;
+    }
+    const online = [...direct, ...network];
+    if (online.length === 0) {
+      const where = mode === 'auto' ? (useNetwork ? '' : ' among your organization’s devices') : ` in ${mode} mode`;
+      throw new AppError(
+        'no_device_available',
+        `No device serving '${model}' is online${where}. Try again later.`,
+        'model',
+        { 'retry-after': '5' },
+      );
+    }
+    const missing = requires.find((f) => !online.some((features) => features.includes(f))) ?? requires[0];
+    throw new AppError(
+      'unsupported_by_node',
+      `No online device serving '${model}' supports '${missing}'.`,
+      FEATURE_PARAM[missing],
+    );
+  }
+}

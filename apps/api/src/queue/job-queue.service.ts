@@ -1,0 +1,66 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationShutdown } from '@nestjs/common';
+import { Job } from 'bullmq';
+import type { ChainableCommander, Redis } from 'ioredis';
+import { CHAT_JOB, FairShare, LOGGER, LineQueues, TaskRepository, chatJobOptions, keys } from '@app/common';
+import type { ChatJobData, Logger, NewTask } from '@app/common';
+import { REDIS } from '../infra/redis.module';
+
+/**
+ * The api's one way onto the queues. A new task's record, its job (BullMQ's own script), its line's
+ * turn in the fair share and the announcement to the dispatchers go to Redis in one pipeline: one
+ * round trip, in this order, so that a dispatcher told of the job finds it and its task.
+ */
+@Injectable()
+export class JobQueue implements OnApplicationShutdown {
+  private readonly lines: LineQueues;
+  private readonly fair: FairShare;
+
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly tasks: TaskRepository,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    // The api never takes jobs: the lock duration is the dispatchers' business.
+    this.lines = new LineQueues(redis, 0, (err) => this.logger.warn({ err: err.message }, 'queue connection error'));
+    this.fair = new FairShare(redis);
+  }
+
+  async enqueue(task: NewTask, data: ChatJobData, weight: number): Promise<void> {
+    const queue = this.lines.get(task.line);
+    // BullMQ's view of the connection: its pipelines know BullMQ's scripts (and ours, defined on it).
+    const pipeline = (await queue.client).pipeline() as unknown as ChainableCommander;
+    this.tasks.createIn(pipeline, task);
+    // addJob queues BullMQ's add script on the pipeline (it is called before its first await).
+    const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(
+      pipeline as unknown as Parameters<Job['addJob']>[0],
+    );
+    this.fair.enqueue(pipeline, task.line, weight);
+    pipeline.publish(keys.jobsChannel, task.line);
+    const replies = await pipeline.exec();
+    await added;
+    const failed = replies?.find(([err]) => err)?.[0];
+    if (!replies || failed) {
+      throw failed ?? new Error('the enqueue pipeline was aborted');
+    }
+  }
+
+  /** Removes a job that still waits (a job a dispatcher holds is locked and stays). */
+  async remove(line: string, taskId: string): Promise<void> {
+    await this.lines.get(line).remove(taskId);
+  }
+
+  /** Tells the dispatchers to stop a task a device may be working on. */
+  async cancel(taskId: string): Promise<void> {
+    await this.redis.publish(keys.cancelChannel, taskId);
+  }
+
+  /** Where a waiting job stands in its queue (1 = next), or null. */
+  position(line: string, taskId: string): Promise<number | null> {
+    return this.fair.position(line, taskId);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.lines.close();
+  }
+}

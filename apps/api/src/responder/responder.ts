@@ -1,0 +1,135 @@
+import type { FastifyReply } from 'fastify';
+import { ERROR_STATUS } from '@app/common';
+import type { ChoiceDelta, ErrorCode, FinishReason, Usage } from '@app/common';
+import type { Flight } from '../flight/flight';
+
+/** A comment line this often keeps idle SSE connections (and the proxies between) open. */
+const PING_INTERVAL_MS = 15_000;
+
+/**
+ * How one wire format (OpenAI's SSE, Ollama's NDJSON) writes an answer. Streamed: the stream opens
+ * with `head`, then one piece per output event, then `finish`, or `failure` after it opened. Not
+ * streamed: `collect` output, then `body` (or `errorBody`).
+ */
+export interface WireFormat {
+  contentType: string;
+  /** A keep-alive line for an idle stream, if the format has one. */
+  ping: string | null;
+  head(): string;
+  delta(choices: ChoiceDelta[]): string | null;
+  finish(finishReasons: FinishReason[], usage: Usage | null): string;
+  failure(code: ErrorCode, status: number, message: string): string;
+  /** The device took the task (durations some formats report start there). */
+  assigned(): void;
+  collect(choices: ChoiceDelta[]): void;
+  body(finishReasons: FinishReason[], usage: Usage | null): unknown;
+  errorBody(code: ErrorCode, status: number, message: string): unknown;
+}
+
+/**
+ * Writes a flight's events to the client in a wire format. Nothing is sent until a device has the
+ * task, so that failing to find one is still an HTTP error status; after that, a failure is an error
+ * in the stream's own framing, never a silent end.
+ */
+export async function respond(reply: FastifyReply, flight: Flight, format: WireFormat, stream: boolean): Promise<void> {
+  if (!stream) {
+    for await (const event of flight.events()) {
+      switch (event.type) {
+        case 'assigned':
+          format.assigned();
+          break;
+        case 'delta':
+          format.collect(event.choices);
+          break;
+        case 'done':
+          await reply.code(200).send(format.body(event.finish_reasons, event.usage));
+          return;
+        case 'error': {
+          const status = ERROR_STATUS[event.code];
+          await reply.code(status).send(format.errorBody(event.code, status, event.message));
+          return;
+        }
+        case 'requeued':
+          break;
+      }
+    }
+    return;
+  }
+  const raw = reply.raw;
+  let ping: NodeJS.Timeout | null = null;
+  const open = () => {
+    if (raw.headersSent) {
+      return;
+    }
+    reply.hijack();
+    raw.writeHead(200, {
+      ...(reply.getHeaders() as Record<string, string>),
+      'content-type': format.contentType,
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    raw.write(format.head());
+    if (format.ping) {
+      const line = format.ping;
+      ping = setInterval(() => raw.write(line), PING_INTERVAL_MS);
+    }
+  };
+  try {
+    for await (const event of flight.events()) {
+      switch (event.type) {
+        case 'assigned':
+          format.assigned();
+          open();
+          break;
+        case 'requeued':
+          break;
+        case 'delta': {
+          open();
+          const piece = format.delta(event.choices);
+          if (piece) {
+            raw.write(piece);
+          }
+          break;
+        }
+        case 'done':
+          open();
+          raw.end(format.finish(event.finish_reasons, event.usage));
+          return;
+        case 'error': {
+          const status = ERROR_STATUS[event.code];
+          if (!raw.headersSent) {
+            await reply.code(status).send(format.errorBody(event.code, status, event.message));
+            return;
+          }
+          raw.end(format.failure(event.code, status, event.message));
+          return;
+        }
+      }
+    }
+    if (raw.headersSent && !raw.writableEnded) {
+      raw.end();
+    }
+  } finally {
+    if (ping) {
+      clearInterval(ping);
+    }
+  }
+}
+
+/**
+ * Ties the flight to the client's connection: when it closes before the answer is complete, the task
+ * is abandoned. Returns false when the client left while the task was being created.
+ */
+export function follow(reply: FastifyReply, flight: Flight): boolean {
+  if (reply.raw.destroyed) {
+    void flight.abandon();
+    return false;
+  }
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) {
+      void flight.abandon();
+    }
+  });
+  return true;
+}

@@ -1,0 +1,72 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, PgService } from '@app/common';
+import type { AppConfig, RefusalReason } from '@app/common';
+import type { DeviceSession } from './device-session';
+
+export interface AnnounceDecision {
+  models: string[];
+  refused: { model: string; reason: RefusalReason }[];
+}
+
+/**
+ * Which of the models a device announces it may serve. A device is untrusted: it may serve only
+ * catalog models; a direct device only those enabled for its organization; a device an admin
+ * restricted only those on its list. One query per announce.
+ */
+@Injectable()
+export class AnnouncePolicy {
+  constructor(
+    private readonly db: PgService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** Null when the device announces more models than DEVICE_MAX_MODELS: the announce is refused whole. */
+  async decide(session: DeviceSession, announced: readonly string[]): Promise<AnnounceDecision | null> {
+    const models = [...new Set(announced)];
+    if (models.length > this.config.DEVICE_MAX_MODELS) {
+      return null;
+    }
+    return (await this.decideMany([{ session, models }]))[0];
+  }
+
+  /** The decisions for several devices' lists in one query (see PolicyRefresh). */
+  async decideMany(asks: { session: DeviceSession; models: readonly string[] }[]): Promise<AnnounceDecision[]> {
+    const pairs = asks.flatMap((ask, i) => ask.models.map((model) => ({ i, model, ask })));
+    const decisions: AnnounceDecision[] = asks.map(() => ({ models: [], refused: [] }));
+    if (pairs.length === 0) {
+      return decisions;
+    }
+    const { rows } = await this.db.sql<{ n: string; known: boolean; enabled: boolean; allowed: boolean }>(
+      `SELECT a.n,
+         EXISTS (SELECT 1 FROM models m WHERE m.id = a.model) AS known,
+         (a.org_id IS NULL OR EXISTS (SELECT 1 FROM org_models om WHERE om.org_id = a.org_id AND om.model_id = a.model))
+           AS enabled,
+         (NOT COALESCE(d.models_restricted, true)
+           OR EXISTS (SELECT 1 FROM device_models dm WHERE dm.device_id = a.device_id AND dm.model_id = a.model)) AS allowed
+       FROM unnest($1::uuid[], $2::text[], $3::uuid[]) WITH ORDINALITY AS a(device_id, model, org_id, n)
+       LEFT JOIN devices d ON d.id = a.device_id
+       ORDER BY a.n`,
+      [
+        pairs.map((p) => p.ask.session.id),
+        pairs.map((p) => p.model),
+        pairs.map((p) => p.ask.session.socket.data.orgId),
+      ],
+    );
+    for (const row of rows) {
+      const pair = pairs[Number(row.n) - 1];
+      const reason: RefusalReason | null = !row.known
+        ? 'unknown_model'
+        : !row.enabled
+          ? 'not_enabled'
+          : !row.allowed
+            ? 'not_allowed'
+            : null;
+      if (reason) {
+        decisions[pair.i].refused.push({ model: pair.model, reason });
+      } else {
+        decisions[pair.i].models.push(pair.model);
+      }
+    }
+    return decisions;
+  }
+}

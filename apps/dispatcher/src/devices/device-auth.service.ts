@@ -1,0 +1,97 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  Coalescer,
+  HANDSHAKE_ERRORS,
+  LOGGER,
+  PROTOCOL_VERSION,
+  PgService,
+  handshakeAuthSchema,
+  looksLikeDeviceToken,
+  sha256Hex,
+} from '@app/common';
+import type { DeviceSocketData, Logger } from '@app/common';
+
+/** How often revocations are looked for: a revoked device is dropped within about this. */
+const REVOCATION_CHECK_MS = 1_000;
+/** Connects and disconnects of many devices are recorded together at most this often. */
+const TOUCH_WINDOW_MS = 200;
+
+export type AuthResult = DeviceSocketData | { refused: string };
+
+/**
+ * Who a connecting device is: its token (stored hashed) and its protocol version, checked at the
+ * handshake; and the revocations that must end a connection. Connects and disconnects are recorded
+ * as the device's last_seen_at, in batches.
+ */
+@Injectable()
+export class DeviceAuth {
+  private revocationTimer: NodeJS.Timeout | null = null;
+  private readonly touches = new Coalescer((ids: string[]) => this.touchBatch(ids), TOUCH_WINDOW_MS);
+
+  constructor(
+    private readonly db: PgService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async authenticate(raw: Record<string, unknown>): Promise<AuthResult> {
+    const auth = handshakeAuthSchema.safeParse(raw);
+    if (!auth.success || !looksLikeDeviceToken(auth.data.token)) {
+      return { refused: HANDSHAKE_ERRORS.token };
+    }
+    const { rows } = await this.db.sql<{ id: string; org_id: string | null; name: string; revoked_at: Date | null }>(
+      `SELECT id, org_id, name, revoked_at FROM devices WHERE token_hash = $1`,
+      [sha256Hex(auth.data.token)],
+    );
+    const device = rows[0];
+    if (!device || device.revoked_at) {
+      return { refused: HANDSHAKE_ERRORS.token };
+    }
+    if (auth.data.protocol !== PROTOCOL_VERSION) {
+      // The agent stops on this and says so: it needs the version of this dispatcher.
+      this.logger.warn({ deviceId: device.id, protocol: auth.data.protocol }, 'device refused: protocol version');
+      return { refused: `${HANDSHAKE_ERRORS.protocol}: this dispatcher speaks protocol ${PROTOCOL_VERSION}` };
+    }
+    return { deviceId: device.id, orgId: device.org_id, name: device.name };
+  }
+
+  /**
+   * Calls `drop` for each device revoked from now on. Only revocations since the last look are read
+   * (with an overlap for clocks), whatever the number of devices connected.
+   */
+  watchRevocations(drop: (deviceId: string) => void): void {
+    let since = new Date(Date.now() - REVOCATION_CHECK_MS);
+    this.revocationTimer = setInterval(() => {
+      const from = since;
+      since = new Date();
+      this.db
+        .sql<{ id: string }>(`SELECT id FROM devices WHERE revoked_at >= $1`, [new Date(from.getTime() - 5_000)])
+        .then(({ rows }) => rows.forEach((r) => drop(r.id)))
+        .catch((err: unknown) => {
+          since = from;
+          this.logger.warn({ err: (err as Error).message }, 'could not look for revoked devices; retrying');
+        });
+    }, REVOCATION_CHECK_MS);
+    this.revocationTimer.unref();
+  }
+
+  stopWatching(): void {
+    if (this.revocationTimer) {
+      clearInterval(this.revocationTimer);
+      this.revocationTimer = null;
+    }
+  }
+
+  /** Records when a device was last seen (on connect and disconnect), in the background. */
+  touch(deviceId: string): void {
+    this.touches
+      .submit(deviceId)
+      .catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, deviceId }, 'could not record when a device was seen'),
+      );
+  }
+
+  private async touchBatch(ids: string[]): Promise<void[]> {
+    await this.db.sql(`UPDATE devices SET last_seen_at = now() WHERE id = ANY($1::uuid[])`, [[...new Set(ids)]]);
+    return ids.map(() => undefined);
+  }
+}

@@ -1,0 +1,20 @@
+import { Module } from '@nestjs/common';
+import { AnnouncePolicy } from './announce-policy.service';
+import { DeviceAuth } from './device-auth.service';
+import { DeviceGateway } from './device.gateway';
+import { DeviceRegistry } from './device-registry.service';
+import { DeviceMetrics } from './device-metrics';
+import { HealthController } from './health.controller';
+import { PolicyRefresh } from './policy-refresh.service';
+import { PresenceService } from './presence.service';
+
+/**
+ * Devices: the socket.io gateway, who is connected and what each announced, presence. It reports to
+ * one listener (the dispatch module) through the DeviceListener interface and knows nothing of tasks.
+ */
+@Module({
+  controllers: [HealthController],
+  providers: [DeviceRegistry, DeviceAuth, AnnouncePolicy, PresenceService, PolicyRefresh, DeviceGateway, DeviceMetrics],
+  exports: [DeviceRegistry, DeviceGateway],
+})
+export class DevicesModule {}

@@ -1,0 +1,79 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { LOGGER } from '@app/common';
+import type { Logger } from '@app/common';
+import { AnnouncePolicy } from './announce-policy.service';
+import { DeviceRegistry } from './device-registry.service';
+import type { DeviceSession } from './device-session';
+import { PresenceService } from './presence.service';
+
+/** How often a slice of the connected devices has its models checked again. */
+const TICK_MS = 1_000;
+/** Devices per check: one query for all of them. */
+const SLICE = 500;
+
+/**
+ * What a device may serve changes without the device: an admin adds a model to the catalog, enables
+ * or disables it for an org, restricts a device. Every connected device's announced models are
+ * checked again in turn (a slice per second, one query per slice), and its presence follows.
+ */
+@Injectable()
+export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
+  private timer: NodeJS.Timeout | null = null;
+  private cursor = 0;
+  private running = false;
+
+  constructor(
+    private readonly registry: DeviceRegistry,
+    private readonly policy: AnnouncePolicy,
+    private readonly presence: PresenceService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.timer) {
+      clearInterval(this.timer);
+    }
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running || this.registry.size === 0) {
+      return;
+    }
+    this.running = true;
+    try {
+      const all = [...this.registry.all()].filter((s) => s.announced);
+      this.cursor = this.cursor >= all.length ? 0 : this.cursor;
+      const slice = all.slice(this.cursor, this.cursor + SLICE);
+      this.cursor += slice.length;
+      const decisions = await this.policy.decideMany(
+        slice.map((session) => ({ session, models: session.announcedModels })),
+      );
+      slice.forEach((session, i) => this.apply(session, decisions[i].models));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'could not check devices’ models again; retrying');
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private apply(session: DeviceSession, models: string[]): void {
+    const now = [...session.models].sort().join('\n');
+    if (now === [...models].sort().join('\n') || this.registry.get(session.id) !== session) {
+      return;
+    }
+    this.logger.info({ deviceId: session.id, models }, 'the models a device may serve changed');
+    session.serve(models, [...session.features], session.available);
+    this.registry.events.onAnnounced(session);
+    this.presence
+      .publish(session)
+      .catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, deviceId: session.id }, 'presence update failed'),
+      );
+  }
+}

@@ -1,0 +1,297 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, LOGGER, TaskRepository, keys, queueOfLine } from '@app/common';
+import type { AppConfig, AssignAck, Logger } from '@app/common';
+import type { DeviceSession } from '../devices/device-session';
+import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
+import { REDIS } from '../infra/redis.providers';
+import { InstanceService } from '../instances/instance.service';
+import { JobSource } from '../queues/job-source.service';
+import type { ChatJob } from '../queues/job-source.service';
+import { QueueWatch } from '../queues/queue-watch.service';
+import type { QueueEvents } from '../queues/queue-watch.service';
+import { OutputTracker } from '../relay/output-tracker';
+import { TaskWriters } from '../relay/task-writers.service';
+import { Assignment } from './assignment';
+import { AssignmentBook } from './assignment-book';
+import { Finalizer } from './finalizer.service';
+import { IdleDevices } from './idle-devices';
+
+/** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
+const SWEEP_INTERVAL_MS = 1_000;
+/** How long a device looks past a queue after drawing a job it cannot serve, or refusing one. */
+const SKIP_MS = 2_000;
+/** How long a device that did not acknowledge an assignment is not offered jobs of that queue. */
+const NO_ACK_SKIP_MS = 60_000;
+/** Cancels that found no task here are remembered this long, for a claim that was in flight. */
+const CANCEL_MEMORY_MS = 60_000;
+
+/**
+ * Hands jobs to idle devices: a job announced on a line goes at once to the device of its queue idle
+ * longest (one round trip to take it); a device that becomes free takes the next job of its queues in
+ * fair-share order. The claim and the assignment go out in the same turn; the device starts at once
+ * and acknowledges meanwhile. Also the cancels the apis publish.
+ */
+@Injectable()
+export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
+  private readonly idle = new IdleDevices();
+  private readonly fetching = new Set<DeviceSession>();
+  /** Queues known (from announcements and sweeps) to have waiting jobs. */
+  private readonly backlog = new Set<string>();
+  private readonly skips = new WeakMap<DeviceSession, Map<string, number>>();
+  private readonly recentCancels = new Map<string, number>();
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private draining = false;
+  private tokens = 0;
+
+  constructor(
+    private readonly book: AssignmentBook,
+    private readonly finalizer: Finalizer,
+    private readonly jobs: JobSource,
+    private readonly watch: QueueWatch,
+    private readonly tasks: TaskRepository,
+    private readonly writers: TaskWriters,
+    private readonly instance: InstanceService,
+    private readonly metrics: DispatcherMetrics,
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    this.watch.listen(this);
+    this.book.whenFree((session) => this.offer(session));
+    this.sweepTimer = setInterval(() => {
+      this.sweep().catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'sweep failed'));
+    }, SWEEP_INTERVAL_MS);
+    this.sweepTimer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+    }
+  }
+
+  /** A device that may be able to take work: offered the backlog of its queues, else kept idle. */
+  offer(session: DeviceSession): void {
+    if (this.draining || !session.ready || this.book.busy(session) || this.fetching.has(session)) {
+      this.idle.remove(session);
+      return;
+    }
+    this.idle.add(session);
+    if (session.queues.some((q) => this.backlog.has(q))) {
+      void this.fetchFor(session, null, performance.now());
+    }
+  }
+
+  /** A device that can take no work now (gone, unavailable). */
+  withdraw(session: DeviceSession): void {
+    this.idle.remove(session);
+  }
+
+  onJobWaiting(line: string): void {
+    const queue = queueOfLine(line);
+    this.backlog.add(queue);
+    const device = this.idle.first(queue, (d) => !this.skipping(d, queue));
+    if (device && !this.draining) {
+      void this.fetchFor(device, line, performance.now());
+    }
+  }
+
+  onCancel(taskId: string): void {
+    const assignment = this.book.forTask(taskId);
+    if (assignment) {
+      void this.finalizer.end(assignment, { kind: 'cancelled' });
+    } else {
+      // The task may be between its claim and its assignment here: remember the cancel for it.
+      this.recentCancels.set(taskId, Date.now() + CANCEL_MEMORY_MS);
+    }
+  }
+
+  private skipping(session: DeviceSession, queue: string): boolean {
+    const until = this.skips.get(session)?.get(queue);
+    return until !== undefined && until > Date.now();
+  }
+
+  private skip(session: DeviceSession, queue: string, ms: number): void {
+    let map = this.skips.get(session);
+    if (!map) {
+      map = new Map();
+      this.skips.set(session, map);
+    }
+    map.set(queue, Date.now() + ms);
+  }
+
+  /** Takes a job for the device: from `line` (just announced), else from its backlogged queues in turn. */
+  private async fetchFor(session: DeviceSession, line: string | null, since: number): Promise<void> {
+    this.idle.remove(session);
+    this.fetching.add(session);
+    let assigned = false;
+    try {
+      const token = `${this.instance.id}:${++this.tokens}`;
+      if (line) {
+        const job = await this.jobs.takeFrom(line, token);
+        assigned = job !== undefined && (await this.assign(session, job, token, since));
+      }
+      for (const queue of session.queues) {
+        if (assigned || !session.ready || this.draining) {
+          break;
+        }
+        if (!this.backlog.has(queue) || this.skipping(session, queue)) {
+          continue;
+        }
+        const job = await this.jobs.takeNext(queue, token);
+        if (!job) {
+          this.backlog.delete(queue);
+          continue;
+        }
+        assigned = await this.assign(session, job, token, since);
+      }
+    } catch (err) {
+      this.logger.error({ err, deviceId: session.id }, 'fetching a job failed');
+    } finally {
+      this.fetching.delete(session);
+    }
+    if (!assigned) {
+      this.offerIdle(session);
+    }
+  }
+
+  /** Back to the idle devices without looking again (nothing was found just now). */
+  private offerIdle(session: DeviceSession): void {
+    if (!this.draining && session.ready && !this.book.busy(session)) {
+      this.idle.add(session);
+    }
+  }
+
+  /** Hands the job to the device (or to an idle one here that can serve it). Whether a device took it. */
+  private async assign(session: DeviceSession, job: ChatJob, token: string, since: number): Promise<boolean> {
+    const data = job.data;
+    const queue = queueOfLine(job.queueName);
+    if (!session.supports(data.requires)) {
+      this.skip(session, queue, SKIP_MS);
+      const capable = this.idle.first(queue, (d) => d.supports(data.requires) && !this.skipping(d, queue));
+      if (capable) {
+        this.idle.remove(capable);
+        return this.assign(capable, job, token, since);
+      }
+      // Another dispatcher may have a device that can.
+      await this.jobs.putBack(job, token);
+      await this.redis.publish(keys.jobsChannel, job.queueName);
+      return false;
+    }
+    const assignment = new Assignment(session, job, token, OutputTracker.forRequest(data.params));
+    this.book.add(assignment);
+    this.claim(assignment);
+    session.socket.timeout(this.config.ASSIGN_ACK_TIMEOUT_MS).emit(
+      'task:assign',
+      {
+        task_address: data.taskAddress,
+        model: data.model,
+        attempt: job.attemptsStarted,
+        params: data.params,
+        ...(data.requestId ? { request_id: data.requestId } : {}),
+      },
+      (err: Error | null, answer: AssignAck) => this.onAck(assignment, queue, err ? null : answer),
+    );
+    this.metrics.assignLatency.observe((performance.now() - since) / 1000);
+    if (this.recentCancels.delete(data.taskId)) {
+      void this.finalizer.end(assignment, { kind: 'cancelled' });
+    }
+    return true;
+  }
+
+  /** The claim goes out with the assignment; events the device sends before it is confirmed wait. */
+  private claim(a: Assignment): void {
+    this.tasks.claim(a.taskId, { deviceId: a.session.id, dispatcherId: this.instance.id, token: a.token }).then(
+      (result) => {
+        if (result.ok) {
+          a.settle({
+            attempt: result.attempt,
+            writer: this.writers.writer(a.taskId, result.attempt, {
+              onRefused: () => void this.finalizer.end(a, { kind: 'abandoned' }),
+              onLost: () => {
+                this.logger.error({ task: a.address }, 'task events could not be written to Redis: given up');
+                void this.finalizer.end(a, {
+                  kind: 'failed',
+                  code: 'relay_interrupted',
+                  message: 'Part of the answer was lost on the way; the request was stopped. Retry it.',
+                  stop: true,
+                });
+              },
+            }),
+          });
+          return;
+        }
+        // Cancelled or timed out while it waited: the device stops, the job goes.
+        a.settle(null);
+        a.session.socket.emit('task:cancel', { task_address: a.address });
+        void this.finalizer.end(a, { kind: 'abandoned' });
+      },
+      (err: unknown) => {
+        this.logger.error({ err, task: a.address }, 'could not claim the task');
+        a.settle(null);
+        a.session.socket.emit('task:cancel', { task_address: a.address });
+        void this.finalizer.end(a, { kind: 'abandoned' });
+      },
+    );
+  }
+
+  private onAck(a: Assignment, queue: string, answer: AssignAck | null): void {
+    if (a.ended) {
+      return;
+    }
+    if (answer?.accepted === true) {
+      a.accepted = true;
+      this.metrics.assignments.inc({ result: 'accepted' });
+      this.logger.info(
+        { deviceId: a.session.id, task: a.address, requestId: a.job.data.requestId, attempt: a.attempt },
+        'task assigned',
+      );
+      return;
+    }
+    this.metrics.assignments.inc({ result: 'refused' });
+    // A device that refused looks past this queue for a moment; one that did not answer at all is
+    // likely stuck and is left out much longer, so the job goes to another device.
+    this.skip(a.session, queue, answer ? SKIP_MS : NO_ACK_SKIP_MS);
+    this.logger.warn(
+      { deviceId: a.session.id, task: a.address, reason: answer && !answer.accepted ? answer.reason : 'no answer' },
+      'device did not accept the assignment',
+    );
+    if (!answer) {
+      a.session.socket.emit('task:cancel', { task_address: a.address });
+    }
+    void this.finalizer.end(a, { kind: 'dropped', reason: answer ? 'refused' : 'no_ack' });
+  }
+
+  /** Backlogs whose announcements were lost, and jobs nobody announced (put back by a takeover). */
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    for (const [taskId, until] of this.recentCancels) {
+      if (until < now) {
+        this.recentCancels.delete(taskId);
+      }
+    }
+    if (this.draining || this.idle.size === 0) {
+      return;
+    }
+    const local = new Set(this.idle.queues());
+    for (const queue of await this.jobs.backlogged()) {
+      if (local.has(queue)) {
+        this.backlog.add(queue);
+        const device = this.idle.first(queue, (d) => !this.skipping(d, queue));
+        if (device) {
+          void this.fetchFor(device, null, performance.now());
+        }
+      }
+    }
+  }
+
+  /** Shutdown: no more jobs are fetched; idle devices stay idle. */
+  stop(): void {
+    this.draining = true;
+    this.idle.clear();
+  }
+}

@@ -1,0 +1,68 @@
+import type { TaskEvent } from '@app/common';
+import type { DeviceSession } from '../devices/device-session';
+import type { ChatJob } from '../queues/job-source.service';
+import type { OutputTracker } from '../relay/output-tracker';
+import type { TaskWriter } from '../relay/task-writer';
+
+/** A task a device of this dispatcher is working on. */
+export class Assignment {
+  /** Known once the claim is accepted; events that come before wait in `early`. */
+  attempt = 0;
+  writer: TaskWriter | null = null;
+  readonly early: TaskEvent[] = [];
+  /** The device acknowledged the assignment. */
+  accepted = false;
+  ackTimer: NodeJS.Timeout | null = null;
+  ended = false;
+  /** Settles when the claim does (accepted: `attempt` is set; refused: it stays 0). */
+  readonly claimed: Promise<void>;
+  private settleClaim!: () => void;
+
+  constructor(
+    readonly session: DeviceSession,
+    readonly job: ChatJob,
+    /** The BullMQ lock token: the claim on the job. */
+    readonly token: string,
+    readonly tracker: OutputTracker,
+  ) {
+    this.claimed = new Promise((resolve) => (this.settleClaim = resolve));
+  }
+
+  /** The claim was accepted (with this attempt and writer) or refused. */
+  settle(claim: { attempt: number; writer: TaskWriter } | null): void {
+    if (claim) {
+      this.attempt = claim.attempt;
+      this.writer = claim.writer;
+      for (const event of this.early.splice(0)) {
+        claim.writer.push(event);
+      }
+    }
+    this.settleClaim();
+  }
+
+  get taskId(): string {
+    return this.job.data.taskId;
+  }
+
+  get address(): string {
+    return this.job.data.taskAddress;
+  }
+
+  get line(): string {
+    return this.job.queueName;
+  }
+
+  /** Whether output reached the api (the task can no longer move to another device). */
+  get relayed(): boolean {
+    return this.tracker.firstOutputAt !== null;
+  }
+
+  /** An output event, in order, whether or not the claim has been confirmed yet. */
+  relay(event: TaskEvent): void {
+    if (this.writer) {
+      this.writer.push(event);
+    } else {
+      this.early.push(event);
+    }
+  }
+}

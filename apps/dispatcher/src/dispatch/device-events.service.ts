@@ -1,0 +1,173 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { APP_CONFIG, LOGGER, clientCodeOf, deviceMessage } from '@app/common';
+import type { AppConfig, DeltaPayload, DonePayload, Logger, TaskErrorPayload } from '@app/common';
+import { DeviceGateway } from '../devices/device.gateway';
+import type { DeviceListener } from '../devices/device-listener';
+import { DeviceRegistry } from '../devices/device-registry.service';
+import type { DeviceSession } from '../devices/device-session';
+import { InstanceService } from '../instances/instance.service';
+import { TaskWriters } from '../relay/task-writers.service';
+import type { Assignment } from './assignment';
+import { AssignmentBook } from './assignment-book';
+import { Assigner } from './assigner.service';
+import { Finalizer } from './finalizer.service';
+
+/** How often the apis holding this dispatcher's tasks are checked for life. */
+const API_CHECK_MS = 2_000;
+
+/**
+ * What devices do, turned into what becomes of their tasks: output relayed in order, endings,
+ * drops. A device may send events only for the task it holds, in sequence; anything else is a strike
+ * against it (the gateway disconnects a device with too many). Also stops tasks whose api instance
+ * died (their clients went with it), and drains at shutdown.
+ */
+@Injectable()
+export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestroy {
+  private apiTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    registry: DeviceRegistry,
+    private readonly gateway: DeviceGateway,
+    private readonly book: AssignmentBook,
+    private readonly assigner: Assigner,
+    private readonly finalizer: Finalizer,
+    private readonly writers: TaskWriters,
+    private readonly instance: InstanceService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    registry.listen(this);
+  }
+
+  onModuleInit(): void {
+    this.apiTimer = setInterval(() => {
+      this.stopOrphans().catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, 'could not check the apis of tasks'),
+      );
+    }, API_CHECK_MS);
+    this.apiTimer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.apiTimer) {
+      clearInterval(this.apiTimer);
+    }
+  }
+
+  onAnnounced(session: DeviceSession): void {
+    if (session.ready) {
+      this.assigner.offer(session);
+    } else {
+      this.assigner.withdraw(session);
+    }
+  }
+
+  onGone(session: DeviceSession): void {
+    this.assigner.withdraw(session);
+    const assignment = this.book.of(session);
+    if (assignment) {
+      void this.finalizer.end(assignment, { kind: 'dropped', reason: 'device_disconnected' });
+    }
+  }
+
+  /** The assignment an event of the device is about, if it is the device's own and in sequence. */
+  private own(session: DeviceSession, address: string, seq: number): Assignment | null {
+    const assignment = this.book.of(session);
+    if (!assignment || assignment.ended || assignment.address !== address) {
+      // Events of the task it held last crossed its ending on the wire (a cancel, a timeout): dropped.
+      if (!this.book.heldLast(session, address)) {
+        this.gateway.strike(session, 'foreign_task');
+      }
+      return null;
+    }
+    if (!assignment.tracker.takeSeq(seq)) {
+      this.gateway.strike(session, 'out_of_order');
+      return null;
+    }
+    return assignment;
+  }
+
+  onDelta(session: DeviceSession, payload: DeltaPayload): void {
+    const assignment = this.own(session, payload.task_address, payload.seq);
+    if (assignment) {
+      assignment.tracker.output(payload.choices);
+      assignment.relay({ type: 'delta', choices: payload.choices });
+    }
+  }
+
+  onDone(session: DeviceSession, payload: DonePayload): void {
+    const assignment = this.own(session, payload.task_address, payload.seq);
+    if (assignment) {
+      void this.finalizer.end(assignment, {
+        kind: 'completed',
+        finishReasons: payload.finish_reasons,
+        usage: payload.usage,
+      });
+    }
+  }
+
+  onError(session: DeviceSession, payload: TaskErrorPayload): void {
+    const assignment = this.own(session, payload.task_address, payload.seq);
+    if (assignment) {
+      void this.finalizer.end(assignment, {
+        kind: 'failed',
+        code: clientCodeOf(payload.code),
+        message: deviceMessage(payload.message),
+        stop: false,
+      });
+    }
+  }
+
+  /** A malformed event about the device's own task: its output can no longer be trusted. */
+  onInvalidEvent(session: DeviceSession, taskAddress: string, reason: string): void {
+    const assignment = this.book.of(session);
+    if (assignment && assignment.address === taskAddress) {
+      this.logger.warn(
+        { deviceId: session.id, task: taskAddress, reason },
+        'task failed: invalid event from its device',
+      );
+      void this.finalizer.end(assignment, {
+        kind: 'failed',
+        code: 'device_protocol_error',
+        message: 'The device serving this request sent an invalid event.',
+        stop: true,
+      });
+    }
+  }
+
+  /** Tasks whose api instance died: nobody reads their answer, so their devices stop. */
+  private async stopOrphans(): Promise<void> {
+    const byApi = new Map<string, Assignment[]>();
+    for (const a of this.book.all()) {
+      const list = byApi.get(a.job.data.apiInstance) ?? [];
+      list.push(a);
+      byApi.set(a.job.data.apiInstance, list);
+    }
+    const dead = await this.instance.dead('api', [...byApi.keys()]);
+    for (const [api, assignments] of byApi) {
+      if (dead.has(api)) {
+        this.logger.warn({ api, tasks: assignments.length }, 'an api instance died: stopping its tasks');
+        assignments.forEach((a) => void this.finalizer.end(a, { kind: 'cancelled' }));
+      }
+    }
+  }
+
+  /**
+   * Shutdown: fetch nothing more, give the tasks in progress SHUTDOWN_GRACE_MS to finish, then treat
+   * their devices as gone (requeued when nothing was sent yet, else an explicit error).
+   */
+  async drain(): Promise<void> {
+    this.assigner.stop();
+    const deadline = Date.now() + this.config.SHUTDOWN_GRACE_MS;
+    while (this.book.size > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (const a of [...this.book.all()]) {
+      a.session.socket.emit('task:cancel', { task_address: a.address });
+      void this.finalizer.end(a, { kind: 'dropped', reason: 'dispatcher_shutdown' });
+    }
+    // The endings just decided must reach the api before the process goes.
+    await this.writers.flush(5_000);
+  }
+}

@@ -1,0 +1,23 @@
+import { Module } from '@nestjs/common';
+import { DevicesModule } from '../devices/devices.module';
+import { InstancesModule } from '../instances/instances.module';
+import { QueuesModule } from '../queues/queues.module';
+import { RelayModule } from '../relay/relay.module';
+import { TasksModule } from '../tasks/tasks.module';
+import { AssignmentBook } from './assignment-book';
+import { Assigner } from './assigner.service';
+import { DeviceEvents } from './device-events.service';
+import { Finalizer } from './finalizer.service';
+import { QueueMetrics } from './queue-metrics';
+
+/**
+ * Dispatch: who works on what. Owns the device → assignment map, hands jobs to idle devices, turns
+ * device events into task outcomes through the one Finalizer. Depends on devices, queues, relay and
+ * tasks; none of them depends on it.
+ */
+@Module({
+  imports: [DevicesModule, QueuesModule, RelayModule, TasksModule, InstancesModule],
+  providers: [AssignmentBook, Finalizer, Assigner, DeviceEvents, QueueMetrics],
+  exports: [DeviceEvents],
+})
+export class DispatchModule {}

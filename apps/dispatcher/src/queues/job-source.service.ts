@@ -1,0 +1,93 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy } from '@nestjs/common';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, FairShare, LOGGER, LineQueues } from '@app/common';
+import type { AppConfig, ChatJobData, Logger } from '@app/common';
+import { REDIS } from '../infra/redis.providers';
+
+export type ChatJob = Job<ChatJobData>;
+
+/** Picks that came back empty (another dispatcher took the job first) before giving up for now. */
+const MAX_EMPTY_PICKS = 3;
+
+/**
+ * Where jobs come from and go back to: BullMQ lines on the dispatcher's one command connection (see
+ * LineQueue), taken in fair-share order (see FairShare). A job's lock, held by its token, is the claim;
+ * it lasts longer than any task may (MAX_STREAM_MS), so it is never renewed: a dead dispatcher's jobs
+ * are moved by the survivors with the tokens it recorded (see TakeoverService).
+ */
+@Injectable()
+export class JobSource implements OnModuleDestroy {
+  private readonly lines: LineQueues;
+  readonly fair: FairShare;
+
+  constructor(
+    @Inject(REDIS) redis: Redis,
+    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.lines = new LineQueues(redis, config.MAX_STREAM_MS + 60_000, (err) =>
+      this.logger.warn({ err: err.message }, 'queue connection error'),
+    );
+    this.fair = new FairShare(redis);
+  }
+
+  /** Takes the job just announced on `line` (a device was idle): no pick, the line's turn is charged. */
+  async takeFrom(line: string, token: string): Promise<ChatJob | undefined> {
+    const job = await this.lines.get(line).take(token);
+    if (job) {
+      this.fair.charge(line).catch((err: unknown) => this.warn(err, 'fair-share charge failed'));
+    }
+    return job;
+  }
+
+  /** Takes the next job of a queue, from the line whose turn it is. */
+  async takeNext(queue: string, token: string): Promise<ChatJob | undefined> {
+    for (let i = 0; i < MAX_EMPTY_PICKS; i++) {
+      const line = await this.fair.pick(queue);
+      if (!line) {
+        return undefined;
+      }
+      const job = await this.lines.get(line).take(token);
+      if (job) {
+        return job;
+      }
+    }
+    return undefined;
+  }
+
+  /** Back to the head of its line (no output reached a client): the next device of the queue takes it. */
+  async putBack(job: ChatJob, token: string): Promise<void> {
+    await job.moveToWait(token);
+    await this.fair.refund(job.queueName);
+  }
+
+  /** The job is over (its task ended): removed from Redis with its request text. */
+  async finish(job: ChatJob, token: string, failed: string | null): Promise<void> {
+    if (failed) {
+      job.discard();
+      await job.moveToFailed(new Error(failed), token, false);
+    } else {
+      await job.moveToCompleted('done', token, false);
+    }
+  }
+
+  /** A job by its line and id (a dead dispatcher's, to move with its recorded token). */
+  find(line: string, jobId: string): Promise<ChatJob | undefined> {
+    return this.lines.get(line).getJob(jobId);
+  }
+
+  /** Queues that have waiting jobs, for the sweep. */
+  backlogged(): Promise<string[]> {
+    return this.fair.backlogged();
+  }
+
+  private warn(err: unknown, what: string): void {
+    this.logger.warn({ err: (err as Error).message }, what);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.lines.close();
+  }
+}

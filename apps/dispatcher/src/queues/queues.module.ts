@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { JobSource } from './job-source.service';
+import { QueueWatch } from './queue-watch.service';
+
+/** Queues: taking jobs from lines in fair-share order, putting them back, finishing them; the apis' announcements. */
+@Module({ providers: [JobSource, QueueWatch], exports: [JobSource, QueueWatch] })
+export class QueuesModule {}

@@ -1,0 +1,182 @@
+import { encodeStreamEntry, retrying } from '@app/common';
+import type { Ending, TaskEvent, TaskRepository, TransitionResult } from '@app/common';
+import type { Redis } from 'ioredis';
+
+/** Most events in one stream entry (a burst of tokens from a fast device). */
+const MAX_BATCH = 256;
+/** The first wait before writing again while Redis is unreachable (then doubling, see retrying). */
+const RETRY_FIRST_MS = 50;
+
+/** How a writer's assignment ends: a transition, written with its event after every pending one. */
+export type Closing =
+  /** `event` (if any) is what the client gets: none when the client is gone. */
+  | { kind: 'end'; ending: Ending; event?: TaskEvent }
+  | { kind: 'requeue'; event: TaskEvent }
+  /** The assignment is over without a transition of its own (the task was ended elsewhere). */
+  | { kind: 'abandon' };
+
+export interface WriterHooks {
+  /** The first output could not be recorded: the task had ended elsewhere (a timeout, a cancel). */
+  onRefused(): void;
+  /** Events could not be written for longer than the api waits for them. */
+  onLost(): void;
+}
+
+/**
+ * The events of one assignment, dispatcher → api, in order. The claim wrote the `assigned` event
+ * (sequence 0); each later event gets the next number, so that the api can drop a repeat and notice a
+ * gap. One entry is in flight at a time; what piles up meanwhile goes out together. The entry with the
+ * first output is written by the `first` transition, and the closing event by its transition (with any
+ * output still pending), so that a client sees an ending exactly when the task ended that way.
+ */
+export class TaskWriter {
+  private pending: TaskEvent[] = [];
+  private seq = 1;
+  private firstRecorded = false;
+  private closing: Closing | null = null;
+  private writing = false;
+  private stopped = false;
+  /** Events could not be written for longer than the api waits: only the ending is still recorded. */
+  private lost = false;
+  /** Whether the stream's expiry has been set by this writer (the transitions set it too). */
+  private expirySet = false;
+  private settled: Promise<TransitionResult | null> | null = null;
+  private settle: ((result: TransitionResult | null) => void) | null = null;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly tasks: TaskRepository,
+    readonly taskId: string,
+    private readonly streamKey: string,
+    private readonly streamTtlS: number,
+    readonly attempt: number,
+    private readonly giveUpMs: number,
+    private readonly hooks: WriterHooks,
+  ) {}
+
+  /** Queues an output event. */
+  push(event: TaskEvent): void {
+    if (this.closing || this.stopped) {
+      return;
+    }
+    this.pending.push(event);
+    this.kick();
+  }
+
+  /**
+   * Closes the assignment after what is pending; resolves with the transition's result (null when it
+   * could not be written, or for `abandon`).
+   */
+  close(closing: Closing): Promise<TransitionResult | null> {
+    if (this.lost && !this.closing && closing.kind === 'end') {
+      // No event can reach the client any more (it was told by the api); the record still ends.
+      this.closing = closing;
+      this.settled = this.tasks.end(this.taskId, closing.ending, { attempt: this.attempt }).catch(() => null);
+      return this.settled;
+    }
+    if (!this.closing && !this.stopped) {
+      this.closing = closing;
+      this.settled = new Promise((resolve) => (this.settle = resolve));
+      this.kick();
+    }
+    return this.settled ?? Promise.resolve(null);
+  }
+
+  private kick(): void {
+    if (!this.writing) {
+      this.writing = true;
+      // Started on the next microtask, so that the events of one tick go out as one entry.
+      queueMicrotask(() => void this.drain());
+    }
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (!this.stopped && (this.pending.length > 0 || this.closing)) {
+        if (this.closing) {
+          await this.writeClosing(this.closing);
+          return;
+        }
+        await this.writeOutput();
+      }
+    } catch {
+      // Redis stayed unreachable for longer than the api waits for the task's events.
+      this.stopped = true;
+      this.lost = true;
+      this.pending = [];
+      this.settle?.(null);
+      this.hooks.onLost();
+    } finally {
+      this.writing = false;
+    }
+  }
+
+  private async writeOutput(): Promise<void> {
+    const batch = this.pending.slice(0, MAX_BATCH);
+    const fields = encodeStreamEntry(this.attempt, this.seq, batch);
+    if (!this.firstRecorded) {
+      const result = await this.retry(() => this.tasks.firstOutput(this.taskId, this.attempt, fields));
+      if (!result.ok) {
+        this.stopped = true;
+        this.pending = [];
+        this.hooks.onRefused();
+        return;
+      }
+      this.firstRecorded = true;
+    } else {
+      await this.retry(async () => {
+        const pipeline = this.redis.pipeline().xadd(this.streamKey, '*', ...fields);
+        if (!this.expirySet) {
+          pipeline.expire(this.streamKey, this.streamTtlS);
+        }
+        const replies = await pipeline.exec();
+        const failed = replies?.find(([err]) => err)?.[0];
+        if (!replies || failed) {
+          throw failed ?? new Error('pipeline aborted');
+        }
+        this.expirySet = true;
+      });
+    }
+    this.pending.splice(0, batch.length);
+    this.seq += batch.length;
+  }
+
+  /** The closing transition, carrying whatever output is still pending in the same entry. */
+  private async writeClosing(closing: Closing): Promise<void> {
+    this.stopped = true;
+    if (closing.kind === 'abandon') {
+      this.settle?.(null);
+      return;
+    }
+    const events = closing.event ? [...this.pending, closing.event] : [...this.pending];
+    this.pending = [];
+    const fields = events.length > 0 ? encodeStreamEntry(this.attempt, this.seq, events) : [];
+    const result =
+      closing.kind === 'end'
+        ? await this.retry(() =>
+            this.tasks.end(
+              this.taskId,
+              this.withFirstOutput(closing.ending, events),
+              { attempt: this.attempt },
+              fields,
+            ),
+          )
+        : await this.retry(() => this.tasks.requeue(this.taskId, this.attempt, fields));
+    if (result.ok && result.recovered && fields.length > 0) {
+      // Redis lost the task's state (a restart): the ending went to Postgres; the client still gets it.
+      await this.retry(() => this.redis.xadd(this.streamKey, '*', ...fields).then(() => undefined));
+    }
+    this.settle?.(result);
+  }
+
+  /** An ending whose output was never written before carries the time of its first output itself. */
+  private withFirstOutput(ending: Ending, events: TaskEvent[]): Ending {
+    return !this.firstRecorded && events.some((e) => e.type === 'delta')
+      ? { ...ending, firstTokenAt: Date.now() }
+      : ending;
+  }
+
+  private retry<T>(fn: () => Promise<T>): Promise<T> {
+    return retrying(fn, this.giveUpMs, RETRY_FIRST_MS);
+  }
+}

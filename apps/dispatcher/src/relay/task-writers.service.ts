@@ -1,0 +1,46 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG, TASK_STREAM_TTL_S, TaskRepository, keys } from '@app/common';
+import type { AppConfig } from '@app/common';
+import { REDIS } from '../infra/redis.providers';
+import { TaskWriter } from './task-writer';
+import type { WriterHooks } from './task-writer';
+
+/** Makes the writer of each assignment, and knows which are still writing (shutdown waits for them). */
+@Injectable()
+export class TaskWriters {
+  private readonly busy = new Set<Promise<unknown>>();
+
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly tasks: TaskRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  writer(taskId: string, attempt: number, hooks: WriterHooks): TaskWriter {
+    // Past TASK_IDLE_TIMEOUT_MS the api has given up on a silent task anyway (and told its client).
+    return new TaskWriter(
+      this.redis,
+      this.tasks,
+      taskId,
+      keys.taskStream(taskId),
+      TASK_STREAM_TTL_S,
+      attempt,
+      this.config.TASK_IDLE_TIMEOUT_MS,
+      hooks,
+    );
+  }
+
+  /** Remembers a closing in progress until it settles. */
+  track<T>(closing: Promise<T>): Promise<T> {
+    this.busy.add(closing);
+    const forget = () => void this.busy.delete(closing);
+    closing.then(forget, forget);
+    return closing;
+  }
+
+  /** Waits (at most `ms`) for every closing to be written: shutdown must not drop the last events. */
+  async flush(ms: number): Promise<void> {
+    await Promise.race([Promise.allSettled([...this.busy]), new Promise((r) => setTimeout(r, ms).unref())]);
+  }
+}

@@ -1,0 +1,61 @@
+import type { ChoiceDelta, FinishReason, Usage } from '../protocol/chat';
+import type { ErrorCode } from '../errors/app-error';
+
+/**
+ * What travels dispatcher → api in a task's Redis stream. Errors carry a code only: the HTTP status
+ * comes from the one table (ERROR_STATUS) at the edge.
+ */
+export type TaskEvent =
+  | { type: 'assigned'; device_id: string; attempt: number }
+  | { type: 'requeued'; reason: string }
+  | { type: 'delta'; choices: ChoiceDelta[] }
+  | { type: 'done'; finish_reasons: FinishReason[]; usage: Usage | null }
+  | { type: 'error'; code: ErrorCode; message: string };
+
+/** The error message of a task whose device left after part of the answer reached the client. */
+export const DISCONNECTED_MID_ANSWER = 'The device serving this request disconnected before finishing its answer.';
+
+/**
+ * One entry of a task stream: a batch of events in order. Entries from an assignment carry its
+ * attempt number and the sequence number of their first event (each attempt counts from 0), so a
+ * reader can drop what it already has and notice what it lost; a terminal error written from
+ * outside an assignment carries neither.
+ */
+export interface StreamEntry {
+  attempt: number | null;
+  seq: number;
+  events: TaskEvent[];
+}
+
+/** The fields of a stream entry (XADD's field-value list). */
+export function encodeStreamEntry(attempt: number | null, seq: number, events: TaskEvent[]): string[] {
+  const e = JSON.stringify(events);
+  return attempt === null ? ['e', e] : ['a', String(attempt), 's', String(seq), 'e', e];
+}
+
+/** Reads the fields of a stream entry (as XREAD returns them); throws on a malformed one. */
+export function decodeStreamEntry(fields: string[]): StreamEntry {
+  let attempt: number | null = null;
+  let seq = 0;
+  let events: TaskEvent[] | null = null;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const value = fields[i + 1];
+    switch (fields[i]) {
+      case 'a':
+        attempt = Number(value);
+        break;
+      case 's':
+        seq = Number(value);
+        break;
+      case 'e': {
+        const parsed = JSON.parse(value) as TaskEvent | TaskEvent[];
+        events = Array.isArray(parsed) ? parsed : [parsed];
+        break;
+      }
+    }
+  }
+  if (!events || (attempt !== null && !Number.isInteger(attempt)) || !Number.isInteger(seq)) {
+    throw new Error('malformed task stream entry');
+  }
+  return { attempt, seq, events };
+}

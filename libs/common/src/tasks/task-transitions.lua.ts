@@ -1,0 +1,108 @@
+/**
+ * Every transition of a task, atomically in Redis: the task's state hash is the authority while the
+ * task is in flight (Postgres is written behind, from the records stream). Each accepted transition
+ * bumps the state's version, appends the whole new state to the records stream, and may append one
+ * event to the task's event stream in the same step, so that a client sees an ending if and only if
+ * the task ended that way.
+ *
+ * KEYS[1] task state hash   KEYS[2] records stream   KEYS[3] live set (tasks by deadline)
+ * KEYS[4] task event stream (may be unused)
+ * ARGV[1] op   ARGV[2] now (epoch ms)   ARGV[3] guard   ARGV[4] hash TTL (ms)   ARGV[5] event stream TTL (s)
+ * ARGV[6] n = number of field/value pairs to set, then the pairs, then the event's fields (if any).
+ *
+ * Returns {1, attempts} when accepted, {0, status} when refused (status '' when the task is unknown).
+ *
+ * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
+ * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION.
+ */
+export const TASK_TRANSITIONS_LUA = `
+local op, now, guard = ARGV[1], ARGV[2], ARGV[3]
+local t = KEYS[1]
+local st = redis.call('HGET', t, 'st')
+local n = tonumber(ARGV[6])
+local fields = {}
+for i = 7, 6 + 2 * n do fields[#fields + 1] = ARGV[i] end
+local event = {}
+for i = 7 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
+
+local function terminal(s)
+  return s == 'completed' or s == 'failed' or s == 'cancelled' or s == 'timed_out'
+end
+local function refuse()
+  return {0, st or ''}
+end
+local function record()
+  redis.call('XADD', KEYS[2], '*', unpack(redis.call('HGETALL', t)))
+  if #event > 0 then
+    redis.call('XADD', KEYS[4], '*', unpack(event))
+    redis.call('EXPIRE', KEYS[4], ARGV[5])
+  end
+end
+local function held(s)
+  local d = redis.call('HGET', t, 'disp')
+  if d then
+    if s then redis.call('SADD', 'sy:held:' .. d, redis.call('HGET', t, 'id')) else redis.call('SREM', 'sy:held:' .. d, redis.call('HGET', t, 'id')) end
+  end
+end
+
+if op == 'create' then
+  if st then return refuse() end
+  if n > 0 then redis.call('HSET', t, unpack(fields)) end
+  redis.call('HSET', t, 'st', 'queued', 'ver', 0, 'att', 0, 'q', now)
+  redis.call('ZADD', KEYS[3], redis.call('HGET', t, 'dl'), redis.call('HGET', t, 'id'))
+  redis.call('PEXPIRE', t, ARGV[4])
+  record()
+  return {1, 0}
+end
+
+if not st or terminal(st) then return refuse() end
+local att = tonumber(redis.call('HGET', t, 'att'))
+
+if op == 'claim' then
+  if st ~= 'queued' then return refuse() end
+  att = att + 1
+  redis.call('HDEL', t, 'ft', 'tok', 'disp', 'dev')
+  if n > 0 then redis.call('HSET', t, unpack(fields)) end
+  redis.call('HSET', t, 'st', 'assigned', 'att', att, 'ver', 4 * att + 1, 'as', now)
+  held(true)
+  record()
+  -- The client learns of the assignment as event 0 of the attempt (the dispatcher numbers the rest).
+  redis.call('XADD', KEYS[4], '*', 'a', att, 's', 0, 'e',
+    '[{"type":"assigned","device_id":"' .. redis.call('HGET', t, 'dev') .. '","attempt":' .. att .. '}]')
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+  return {1, att}
+end
+
+if op == 'first' then
+  if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
+  redis.call('HSET', t, 'st', 'streaming', 'ft', now, 'ver', 4 * att + 2)
+  record()
+  return {1, att}
+end
+
+if op == 'requeue' then
+  if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
+  held(false)
+  redis.call('HDEL', t, 'dev', 'disp', 'tok', 'as')
+  redis.call('HSET', t, 'st', 'queued', 'ver', 4 * att + 3)
+  record()
+  return {1, att}
+end
+
+if op == 'end' then
+  if guard == 'queued' and st ~= 'queued' then return refuse() end
+  if string.sub(guard, 1, 8) == 'attempt:' and att ~= tonumber(string.sub(guard, 9)) then return refuse() end
+  held(false)
+  if n > 0 then redis.call('HSET', t, unpack(fields)) end
+  redis.call('HSET', t, 'fin', now, 'ver', 1000000000)
+  redis.call('ZREM', KEYS[3], redis.call('HGET', t, 'id'))
+  redis.call('PEXPIRE', t, ARGV[4])
+  record()
+  return {1, att}
+end
+
+return redis.error_reply('unknown task transition ' .. op)
+`;
+
+/** The version of an ended task: higher than any state of any attempt. */
+export const ENDED_VERSION = 1_000_000_000;

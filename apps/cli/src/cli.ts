@@ -30,11 +30,11 @@ function buildProgram(
   org
     .command('create <name>')
     .description('create an organization')
-    .action((name: string) => run((a) => a.createOrg(name)));
+    .action((name: string) => run((a) => a.orgs.create(name)));
   org
     .command('list')
     .description('list organizations')
-    .action(() => run((a) => a.listOrgs()));
+    .action(() => run((a) => a.orgs.list()));
 
   // commander keeps a parsed null as '', so `none` is carried as 0 and turned into null below.
   const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
@@ -47,7 +47,7 @@ function buildProgram(
     .option('--max-queued <n|none>', 'queued requests per model', limit)
     .action((name: string, opts: { rpm?: number; concurrency?: number; maxQueued?: number }) =>
       run((a) =>
-        a.setLimits(name, {
+        a.orgs.setLimits(name, {
           rpm: orNull(opts.rpm),
           concurrency: orNull(opts.concurrency),
           maxQueued: orNull(opts.maxQueued),
@@ -63,17 +63,17 @@ function buildProgram(
     .option('--label <text>', 'a note to tell keys apart')
     .option('--expires-in <duration>', 'lifetime such as 90s, 45m, 12h or 30d')
     .action((opts: { org: string; label?: string; expiresIn?: string }) =>
-      run((a) => a.createKey(opts), 'Store this key now: it is not shown again.'),
+      run((a) => a.keys.create(opts), 'Store this key now: it is not shown again.'),
     );
   key
     .command('list')
     .description("list an organization's keys (prefixes only)")
     .requiredOption('--org <org-name>', 'organization')
-    .action((opts: { org: string }) => run((a) => a.listKeys(opts.org)));
+    .action((opts: { org: string }) => run((a) => a.keys.list(opts.org)));
   key
     .command('revoke <key-id>')
     .description('revoke a key (takes effect within a second)')
-    .action((id: string) => run((a) => a.revokeKey(id)));
+    .action((id: string) => run((a) => a.keys.revoke(id)));
 
   const model = program.command('model').description('the model catalog and its enablement per organization');
   model
@@ -82,22 +82,22 @@ function buildProgram(
     .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
     .option('--owned-by <text>', 'owned_by as /v1/models shows it')
     .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
-      run((a) => a.addModel({ id, ...opts })),
+      run((a) => a.models.add({ id, ...opts })),
     );
   model
     .command('list')
     .description('list the catalog')
-    .action(() => run((a) => a.listModels()));
+    .action(() => run((a) => a.models.list()));
   model
     .command('enable <model-id>')
     .description('enable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((a) => a.enableModel(id, opts.org)));
+    .action((id: string, opts: { org: string }) => run((a) => a.models.enable(id, opts.org)));
   model
     .command('disable <model-id>')
     .description('disable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((a) => a.disableModel(id, opts.org)));
+    .action((id: string, opts: { org: string }) => run((a) => a.models.disable(id, opts.org)));
 
   const device = program.command('device').description('devices that serve models');
   device
@@ -105,22 +105,22 @@ function buildProgram(
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
     .action((name: string, opts: { org?: string }) =>
-      run((a) => a.createDevice(name, opts.org), 'Store this token now: it is not shown again.'),
+      run((a) => a.devices.create(name, opts.org), 'Store this token now: it is not shown again.'),
     );
   device
     .command('list')
     .description('list devices')
-    .action(() => run((a) => a.listDevices()));
+    .action(() => run((a) => a.devices.list()));
   device
     .command('revoke <device-id>')
     .description('revoke a device token (a connected device is disconnected)')
-    .action((id: string) => run((a) => a.revokeDevice(id)));
+    .action((id: string) => run((a) => a.devices.revoke(id)));
 
   const task = program.command('task').description('task records');
   task
     .command('show <task-address>')
     .description('show a task record')
-    .action((address: string) => run((a) => a.showTask(address)));
+    .action((address: string) => run((a) => a.tasks.show(address)));
 
   return program;
 }

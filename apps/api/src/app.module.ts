@@ -10,6 +10,7 @@ import { AuthGuard } from './auth/auth.guard';
 import { BearerStrategy } from './auth/bearer.strategy';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { HealthController } from './health/health.controller';
+import { KeyUsageService } from './keys/key-usage.service';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
 import { OllamaController } from './ollama/ollama.controller';
@@ -44,6 +45,7 @@ export class AppModule {
         MetricsService,
         LimitsService,
         ApiKeyService,
+        KeyUsageService,
         BearerStrategy,
         ModelsService,
         PresenceService,

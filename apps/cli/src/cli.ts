@@ -74,6 +74,13 @@ function buildProgram(
     .command('revoke <key-id>')
     .description('revoke a key (takes effect within a second)')
     .action((id: string) => run((a) => a.keys.revoke(id)));
+  key
+    .command('rotate <key-id>')
+    .description('replace a key: prints a new key once; the old one keeps working for the grace, then expires')
+    .option('--grace <duration>', 'how long the old key keeps working: 0 (at once), 90s, 45m, 12h, 30d', '24h')
+    .action((id: string, opts: { grace: string }) =>
+      run((a) => a.keys.rotate(id, { grace: opts.grace }), 'Store this key now: it is not shown again.'),
+    );
 
   const model = program.command('model').description('the model catalog and its enablement per organization');
   model

@@ -11,6 +11,7 @@ const limitsBody = z.strictObject({
   max_queued: z.number().int().nullable().optional(),
 });
 const createKeyBody = z.strictObject({ label: z.string().optional(), expires_in: z.string().optional() });
+const rotateKeyBody = z.strictObject({ grace: z.string().optional() });
 const addModelBody = z.strictObject({
   id: z.string(),
   max_output_tokens: z.number().int().optional(),
@@ -68,6 +69,12 @@ export class AdminController {
   @Delete('keys/:id')
   revokeKey(@Param('id') id: string) {
     return this.admin.keys.revoke(id);
+  }
+
+  /** A new key for the same org and label; the old one keeps working for the grace (default 24h). */
+  @Post('keys/:id/rotate')
+  rotateKey(@Param('id') id: string, @Body() body: unknown) {
+    return this.admin.keys.rotate(id, parseInput(rotateKeyBody, body ?? {}));
   }
 
   @Get('models')

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AppError, PrismaService, looksLikeApiKey, sha256Hex } from '@app/common';
 import type { AuthContext } from './auth-context';
+import { KeyUsageService } from '../keys/key-usage.service';
 
 /**
  * How long a key lookup is reused. Revocation must take effect within one second on every api
@@ -28,7 +29,10 @@ export function invalidApiKey(): AppError {
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
 
-  constructor(private readonly prisma: PrismaService) {}
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly keyUsage: KeyUsageService,
+  ) {}
 
   /** Resolves a presented key to its organization, or throws 401 invalid_api_key. */
   async authenticate(key: string): Promise<AuthContext> {
@@ -44,6 +48,7 @@ export class ApiKeyService {
     if (!entry.context || (entry.expiresAt !== null && entry.expiresAt <= now)) {
       throw invalidApiKey();
     }
+    this.keyUsage.record(entry.context.apiKeyId);
     return entry.context;
   }
 

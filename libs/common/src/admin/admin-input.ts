@@ -41,3 +41,8 @@ export const iso = (d: Date | null): string | null => (d ? d.toISOString() : nul
 export function isUniqueViolation(error: unknown): boolean {
   return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002';
 }
+
+/** Prisma's "record to update not found" (P2025): the row changed between a read and the write. */
+export function isNotFound(error: unknown): boolean {
+  return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2025';
+}

@@ -1,7 +1,7 @@
 import type { PrismaClient } from '../prisma/generated/client';
 import { AdminDevicesService } from './devices.service';
 import { AdminKeysService } from './keys.service';
-import type { CreateKeyInput } from './keys.service';
+import type { CreateKeyInput, RotateKeyInput } from './keys.service';
 import { AdminModelsService } from './models.service';
 import type { AddModelInput } from './models.service';
 import { AdminOrgsService } from './orgs.service';
@@ -9,7 +9,7 @@ import type { LimitsInput } from './orgs.service';
 import { AdminTasksService } from './tasks.service';
 
 export { orgNameSchema, modelIdSchema, parseDuration } from './admin-input';
-export type { CreateKeyInput, AddModelInput, LimitsInput };
+export type { CreateKeyInput, RotateKeyInput, AddModelInput, LimitsInput };
 export { AdminDevicesService, AdminKeysService, AdminModelsService, AdminOrgsService, AdminTasksService };
 
 /**
@@ -41,6 +41,7 @@ export class AdminService {
   createKey = (input: CreateKeyInput) => this.keys.create(input);
   listKeys = (org: string) => this.keys.list(org);
   revokeKey = (id: string) => this.keys.revoke(id);
+  rotateKey = (id: string, input?: RotateKeyInput) => this.keys.rotate(id, input);
   addModel = (input: AddModelInput) => this.models.add(input);
   listModels = () => this.models.list();
   enableModel = (model: string, org: string) => this.models.enable(model, org);

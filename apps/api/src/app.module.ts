@@ -11,6 +11,8 @@ import { BearerStrategy } from './auth/bearer.strategy';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { HealthController } from './health/health.controller';
 import { KeyUsageService } from './keys/key-usage.service';
+import { UsageController } from './usage/usage.controller';
+import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
 import { OllamaController } from './ollama/ollama.controller';
@@ -38,6 +40,7 @@ export class AppModule {
         ChatCompletionsController,
         OllamaController,
         TasksController,
+        UsageController,
         AdminController,
       ],
       providers: [
@@ -46,6 +49,7 @@ export class AppModule {
         LimitsService,
         ApiKeyService,
         KeyUsageService,
+        UsageFoldService,
         BearerStrategy,
         ModelsService,
         PresenceService,

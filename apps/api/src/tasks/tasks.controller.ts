@@ -1,5 +1,5 @@
 import { Controller, Get, Param } from '@nestjs/common';
-import { AppError, PrismaService, parseTaskAddress, taskView } from '@app/common';
+import { AppError, PrismaService, parseTaskAddress, taskView, withUsageSource } from '@app/common';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 
@@ -16,6 +16,6 @@ export class TasksController {
     if (!task) {
       throw new AppError('task_not_found', `No task '${address}' exists for your organization.`, 'task_address');
     }
-    return taskView(task);
+    return withUsageSource(taskView(task), task.usageSource);
   }
 }

@@ -31,6 +31,11 @@ export async function findOrgByName(db: PrismaClient, name: string) {
 export class AdminOrgsService {
   constructor(private readonly db: PrismaClient) {}
 
+  /** The organization with that name, or 404 org_not_found. */
+  byName(name: string) {
+    return findOrgByName(this.db, name);
+  }
+
   async create(name: string) {
     const valid = check(orgNameSchema, name, 'name');
     try {

@@ -1,6 +1,7 @@
 import { AppError } from '../errors/app-error';
 import type { PrismaClient } from '../prisma/generated/client';
 import { parseTaskAddress, taskView } from '../tasks/task-address';
+import { withUsageSource } from '../usage/task-usage-source';
 
 /** Operators' view of task records: any organization's. */
 export class AdminTasksService {
@@ -12,6 +13,6 @@ export class AdminTasksService {
     if (!task) {
       throw new AppError('task_not_found', `task '${address}' does not exist`, 'task_address');
     }
-    return { ...taskView(task), org: task.org.name, api_key_id: task.apiKeyId };
+    return { ...withUsageSource(taskView(task), task.usageSource), org: task.org.name, api_key_id: task.apiKeyId };
   }
 }

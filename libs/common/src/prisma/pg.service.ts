@@ -6,8 +6,8 @@ import { APP_CONFIG } from '../config/config';
 import type { AppConfig } from '../config/config';
 
 /** A small pool: api and dispatcher make short queries; connection errors surface fast. */
-export function createPool(databaseUrl: string): Pool {
-  const pool = new Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5_000 });
+export function createPool(databaseUrl: string, max = 10): Pool {
+  const pool = new Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: 5_000 });
   pool.on('error', () => undefined);
   return pool;
 }

@@ -71,6 +71,8 @@ describe('usage rollups (Postgres)', () => {
     ['2031-03-01T10:30:00Z', '2031-03-03T07:15:00.5Z'],
     ['2031-03-02T05:10:00+02:00', '2031-03-02T05:50:00+02:00'],
     ['2031-03-02', '2031-03-03T00:00:00Z'],
+    // Months, days and hours on both sides.
+    ['2031-02-27T22:20:00Z', '2031-04-02T03:00:00Z'],
   ];
 
   async function expectRollupsMatchTasks() {
@@ -130,6 +132,11 @@ describe('usage rollups (Postgres)', () => {
     while ((await foldUsageDeltas(pool)) > 0) {
       // drain
     }
+    await expectRollupsMatchTasks();
+  });
+
+  it('usage_rebuild() (what the migration runs for existing tasks) makes the same rollups', async () => {
+    await pool.query('SELECT usage_rebuild()');
     await expectRollupsMatchTasks();
   });
 

@@ -1,43 +1,64 @@
 import { planUsage } from './usage-plan';
+import type { UsagePlan } from './usage-plan';
 
 const t = (iso: string) => new Date(iso);
-const iso = (spans: readonly (readonly [Date, Date])[]) => spans.map(([a, b]) => [a.toISOString(), b.toISOString()]);
+const show = (plan: UsagePlan) => ({
+  raw: plan.raw.map(([a, b]) => `${a.toISOString()} ${b.toISOString()}`),
+  rolled: plan.rolled && `${plan.rolled[0].toISOString()} ${plan.rolled[1].toISOString()}`,
+  rollup: plan.rollup.map(({ period, span: [a, b] }) => `${period} ${a.toISOString()} ${b.toISOString()}`),
+});
 
 describe('planUsage', () => {
-  it('a whole month: rollups only, latency by day', () => {
-    const plan = planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), false);
-    expect(plan.raw).toEqual([]);
-    expect(iso([plan.hours!])).toEqual([['2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z']]);
-    expect(plan.latencyHours).toEqual([]);
-    expect(iso([plan.latencyDays!])).toEqual([['2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z']]);
+  it('a whole month: one month row per group', () => {
+    expect(show(planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), 'month'))).toEqual({
+      raw: [],
+      rolled: '2026-11-01T00:00:00.000Z 2026-12-01T00:00:00.000Z',
+      rollup: ['month 2026-11-01T00:00:00.000Z 2026-12-01T00:00:00.000Z'],
+    });
   });
 
-  it('grouped by hour: latency from hours only', () => {
-    const plan = planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), true);
-    expect(plan.latencyDays).toBeNull();
-    expect(iso(plan.latencyHours)).toEqual([['2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z']]);
+  it('grouped by day: days; grouped by hour: hours', () => {
+    expect(show(planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), 'day')).rollup).toEqual([
+      'day 2026-11-01T00:00:00.000Z 2026-12-01T00:00:00.000Z',
+    ]);
+    expect(show(planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), 'hour')).rollup).toEqual([
+      'hour 2026-11-01T00:00:00.000Z 2026-12-01T00:00:00.000Z',
+    ]);
   });
 
-  it('partial hours at the ends are raw, partial days are hours', () => {
-    const plan = planUsage(t('2026-11-02T10:30:00Z'), t('2026-11-05T07:15:00Z'), false);
-    expect(iso(plan.raw)).toEqual([
-      ['2026-11-02T10:30:00.000Z', '2026-11-02T11:00:00.000Z'],
-      ['2026-11-05T07:00:00.000Z', '2026-11-05T07:15:00.000Z'],
-    ]);
-    expect(iso([plan.hours!])).toEqual([['2026-11-02T11:00:00.000Z', '2026-11-05T07:00:00.000Z']]);
-    expect(iso(plan.latencyHours)).toEqual([
-      ['2026-11-02T11:00:00.000Z', '2026-11-03T00:00:00.000Z'],
-      ['2026-11-05T00:00:00.000Z', '2026-11-05T07:00:00.000Z'],
-    ]);
-    expect(iso([plan.latencyDays!])).toEqual([['2026-11-03T00:00:00.000Z', '2026-11-05T00:00:00.000Z']]);
+  it('partial hours are raw, then hours, days and months as far as they reach', () => {
+    expect(show(planUsage(t('2026-10-30T10:30:00Z'), t('2027-01-02T07:15:00Z'), 'month'))).toEqual({
+      raw: ['2026-10-30T10:30:00.000Z 2026-10-30T11:00:00.000Z', '2027-01-02T07:00:00.000Z 2027-01-02T07:15:00.000Z'],
+      rolled: '2026-10-30T11:00:00.000Z 2027-01-02T07:00:00.000Z',
+      rollup: [
+        'hour 2026-10-30T11:00:00.000Z 2026-10-31T00:00:00.000Z',
+        'day 2026-10-31T00:00:00.000Z 2026-11-01T00:00:00.000Z',
+        'month 2026-11-01T00:00:00.000Z 2027-01-01T00:00:00.000Z',
+        'day 2027-01-01T00:00:00.000Z 2027-01-02T00:00:00.000Z',
+        'hour 2027-01-02T00:00:00.000Z 2027-01-02T07:00:00.000Z',
+      ],
+    });
   });
 
-  it('within one hour, or when asked: everything raw', () => {
-    expect(iso(planUsage(t('2026-11-02T10:10:00Z'), t('2026-11-02T10:50:00Z'), false).raw)).toEqual([
-      ['2026-11-02T10:10:00.000Z', '2026-11-02T10:50:00.000Z'],
+  it('less than a month of days stays in days', () => {
+    expect(show(planUsage(t('2026-11-02T10:30:00Z'), t('2026-11-05T07:15:00Z'), 'month')).rollup).toEqual([
+      'hour 2026-11-02T11:00:00.000Z 2026-11-03T00:00:00.000Z',
+      'day 2026-11-03T00:00:00.000Z 2026-11-05T00:00:00.000Z',
+      'hour 2026-11-05T00:00:00.000Z 2026-11-05T07:00:00.000Z',
     ]);
-    const raw = planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), false, true);
-    expect([raw.hours, raw.latencyDays, raw.latencyHours]).toEqual([null, null, []]);
-    expect(planUsage(t('2026-11-01T00:00:00Z'), t('2026-11-01T00:00:00Z'), false).raw).toEqual([]);
+  });
+
+  it('within one hour, an empty range, or when asked: the tasks table only', () => {
+    expect(show(planUsage(t('2026-11-02T10:10:00Z'), t('2026-11-02T10:50:00Z'), 'month'))).toEqual({
+      raw: ['2026-11-02T10:10:00.000Z 2026-11-02T10:50:00.000Z'],
+      rolled: null,
+      rollup: [],
+    });
+    expect(show(planUsage(t('2026-11-01T00:00:00Z'), t('2026-11-01T00:00:00Z'), 'month')).raw).toEqual([]);
+    expect(show(planUsage(t('2026-11-01T00:00:00Z'), t('2026-12-01T00:00:00Z'), 'month', true))).toEqual({
+      raw: ['2026-11-01T00:00:00.000Z 2026-12-01T00:00:00.000Z'],
+      rolled: null,
+      rollup: [],
+    });
   });
 });

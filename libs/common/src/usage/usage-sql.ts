@@ -7,7 +7,7 @@ const IN_FLIGHT = `('queued', 'assigned', 'streaming')`;
 /** The percentiles reported, as percentile_cont takes them. */
 const PERCENTILES = { p50: 0.5, p95: 0.95 } as const;
 
-/** Each group as an expression on the unified columns of every source (t: the hour, day or queued_at). */
+/** Each group as an expression on the unified columns of every source (t: a period's start, or queued_at). */
 const GROUP_SQL: Record<UsageGroup, { counts: string; latency: string }> = {
   model: { counts: 'model_id', latency: 'model_id' },
   key: { counts: 'api_key_id', latency: 'api_key_id' },
@@ -31,17 +31,22 @@ class Params {
 const RAW_COUNTS = `SELECT org_id, queued_at AS t, model_id, coalesce(api_key_id, '${NO_KEY}'::uuid) AS api_key_id, mode,
   status, 1 AS requests, coalesce(prompt_tokens, 0)::bigint AS prompt_tokens,
   coalesce(completion_tokens, 0)::bigint AS completion_tokens, coalesce(output_bytes, 0) AS output_bytes FROM tasks`;
-const ROLLUP_COUNTS = `SELECT org_id, hour AS t, model_id, api_key_id, mode, status, requests, prompt_tokens,
-  completion_tokens, output_bytes FROM`;
+const rollupCounts = (table: string, time: string) => `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, status,
+  requests, prompt_tokens, completion_tokens, output_bytes FROM ${table}`;
 const RAW_LATENCY = `SELECT org_id, queued_at AS t, model_id, coalesce(api_key_id, '${NO_KEY}'::uuid) AS api_key_id, mode,
   m.metric, usage_bucket(m.ms) AS bucket, 1 AS tasks FROM tasks,
   LATERAL (VALUES (0::smallint, usage_ms(queued_at, first_token_at)), (1::smallint, usage_ms(queued_at, finished_at))) m (metric, ms)`;
-const latencyFrom = (table: string, time: string) =>
+const rollupLatency = (table: string, time: string) =>
   `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, metric, bucket, tasks FROM ${table}`;
+/** The organization-wide histograms: enough when no group splits by model, key or mode, and far fewer rows. */
+const ORG_LATENCY = `SELECT org_id, start AS t, NULL::text AS model_id, NULL::uuid AS api_key_id, NULL::task_mode AS mode,
+  metric, bucket, tasks FROM usage_latency_org`;
+const SPLITS_ORG: readonly UsageGroup[] = ['model', 'key', 'mode'];
 
 /**
- * The SQL of a usage report: counts and sums from the hourly rollup (+ deltas, + raw tasks where the
- * plan says), latency percentiles from the bucketed histograms. A percentile is computed the way
+ * The SQL of a usage report: counts and sums from the rollups at the periods the plan says (+ their
+ * unfolded deltas, + the tasks table for partial hours and tasks in flight), latency percentiles from
+ * the merged bucket histograms of the same sources. A percentile is computed the way
  * percentile_cont is (linear between the two nearest ranks), over each task's bucket value, so that the
  * answer is the same whichever mix of sources the plan reads. Every part is scoped to `orgId` unless null
  * (the admin's view of all organizations).
@@ -59,19 +64,18 @@ export function usageSql(plan: UsagePlan, groups: UsageGroup[], orgId: string | 
       `${RAW_LATENCY} WHERE ${org} AND ${span('queued_at', s)} AND status = 'completed' AND m.ms IS NOT NULL`,
     );
   }
-  if (plan.hours) {
-    counts.push(`${ROLLUP_COUNTS} usage_hourly WHERE ${org} AND ${span('hour', plan.hours)}`);
-    counts.push(`${ROLLUP_COUNTS} usage_hourly_deltas WHERE ${org} AND ${span('hour', plan.hours)}`);
+  const wholeOrg = !groups.some((g) => SPLITS_ORG.includes(g));
+  for (const { period, span: s } of plan.rollup) {
+    const where = `WHERE period = '${period}' AND ${org} AND ${span('start', s)}`;
+    counts.push(`${rollupCounts('usage_counts', 'start')} ${where}`);
+    latency.push(`${wholeOrg ? ORG_LATENCY : rollupLatency('usage_latency', 'start')} ${where}`);
+  }
+  if (plan.rolled) {
+    // Deltas not folded yet are by hour, whatever period the rollups are read at.
+    counts.push(`${rollupCounts('usage_count_deltas', 'hour')} WHERE ${org} AND ${span('hour', plan.rolled)}`);
+    latency.push(`${rollupLatency('usage_latency_deltas', 'hour')} WHERE ${org} AND ${span('hour', plan.rolled)}`);
     // Tasks in flight are in no rollup yet (only ended tasks are); there are few of them at any time.
-    counts.push(`${RAW_COUNTS} WHERE status IN ${IN_FLIGHT} AND ${org} AND ${span('queued_at', plan.hours)}`);
-  }
-  for (const s of plan.latencyHours) {
-    latency.push(`${latencyFrom('usage_latency_hourly', 'hour')} WHERE ${org} AND ${span('hour', s)}`);
-    latency.push(`${latencyFrom('usage_latency_deltas', 'hour')} WHERE ${org} AND ${span('hour', s)}`);
-  }
-  if (plan.latencyDays) {
-    latency.push(`${latencyFrom('usage_latency_daily', 'day')} WHERE ${org} AND ${span('day', plan.latencyDays)}`);
-    latency.push(`${latencyFrom('usage_latency_deltas', 'hour')} WHERE ${org} AND ${span('hour', plan.latencyDays)}`);
+    counts.push(`${RAW_COUNTS} WHERE status IN ${IN_FLIGHT} AND ${org} AND ${span('queued_at', plan.rolled)}`);
   }
   if (counts.length === 0) {
     // An empty range: one branch that yields nothing keeps the statement's shape.

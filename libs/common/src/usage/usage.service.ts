@@ -61,7 +61,8 @@ export class UsageService {
   constructor(private readonly pool: Pick<Pool, 'connect'>) {}
 
   async report(query: UsageQuery, orgId: string | null, options: { rawOnly?: boolean } = {}): Promise<UsageReport> {
-    const plan = planUsage(query.from, query.to, query.groupBy.includes('hour'), options.rawOnly);
+    const finest = query.groupBy.includes('hour') ? 'hour' : query.groupBy.includes('day') ? 'day' : 'month';
+    const plan = planUsage(query.from, query.to, finest, options.rawOnly);
     const { text, values } = usageSql(plan, query.groupBy, orgId);
     const rows = await this.run(text, values);
     return {

@@ -1,5 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { AppError, ConfigError, loadConfig } from '@app/common';
+import { ConfigError, loadConfig } from '@app/common/config/config';
+import { AppError } from '@app/common/errors/app-error';
+import type { AdminService } from '@app/common/admin/admin.service';
 import { CliServices } from './cli-services';
 import { renderHuman } from './output';
 import { addUsageCommand } from './usage-command';
@@ -16,10 +18,14 @@ export type Run = (action: (services: CliServices) => Promise<unknown>, opts?: R
  * (libs/common/src/admin) or the usage service, the same code the admin HTTP API runs.
  */
 function buildProgram(io: CliIo, run: Run) {
+  /** An operator command: one call of an admin service. */
+  const admin = (action: (a: AdminService) => Promise<unknown>, opts?: RunOptions) =>
+    run(async (s) => action(await s.admin()), opts);
+
   // Output settings first: subcommands copy them when they are created.
   const program = new Command('switchyard')
     .configureOutput({ writeOut: (text) => void io.stdout.write(text), writeErr: (text) => void io.stderr.write(text) })
-    .description('Operate Switchyard: organizations, API keys, models, devices and tasks')
+    .description('Operate Switchyard: organizations, API keys, models, devices, tasks and usage')
     .option('--json', 'print one JSON object instead of human-readable text')
     .showHelpAfterError()
     .exitOverride();
@@ -35,11 +41,11 @@ function buildProgram(io: CliIo, run: Run) {
   org
     .command('create <name>')
     .description('create an organization')
-    .action((name: string) => run((s) => s.admin.orgs.create(name)));
+    .action((name: string) => admin((a) => a.orgs.create(name)));
   org
     .command('list')
     .description('list organizations')
-    .action(() => run((s) => s.admin.orgs.list()));
+    .action(() => admin((a) => a.orgs.list()));
 
   // commander keeps a parsed null as '', so `none` is carried as 0 and turned into null below.
   const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
@@ -51,8 +57,8 @@ function buildProgram(io: CliIo, run: Run) {
     .option('--concurrency <n|none>', 'requests at once', limit)
     .option('--max-queued <n|none>', 'queued requests per model', limit)
     .action((name: string, opts: { rpm?: number; concurrency?: number; maxQueued?: number }) =>
-      run((s) =>
-        s.admin.orgs.setLimits(name, {
+      admin((a) =>
+        a.orgs.setLimits(name, {
           rpm: orNull(opts.rpm),
           concurrency: orNull(opts.concurrency),
           maxQueued: orNull(opts.maxQueued),
@@ -68,23 +74,23 @@ function buildProgram(io: CliIo, run: Run) {
     .option('--label <text>', 'a note to tell keys apart')
     .option('--expires-in <duration>', 'lifetime such as 90s, 45m, 12h or 30d')
     .action((opts: { org: string; label?: string; expiresIn?: string }) =>
-      run((s) => s.admin.keys.create(opts), { note: 'Store this key now: it is not shown again.' }),
+      admin((a) => a.keys.create(opts), { note: 'Store this key now: it is not shown again.' }),
     );
   key
     .command('list')
     .description("list an organization's keys (prefixes only)")
     .requiredOption('--org <org-name>', 'organization')
-    .action((opts: { org: string }) => run((s) => s.admin.keys.list(opts.org)));
+    .action((opts: { org: string }) => admin((a) => a.keys.list(opts.org)));
   key
     .command('revoke <key-id>')
     .description('revoke a key (takes effect within a second)')
-    .action((id: string) => run((s) => s.admin.keys.revoke(id)));
+    .action((id: string) => admin((a) => a.keys.revoke(id)));
   key
     .command('rotate <key-id>')
     .description('replace a key: prints a new key once; the old one keeps working for the grace, then expires')
     .option('--grace <duration>', 'how long the old key keeps working: 0 (at once), 90s, 45m, 12h, 30d', '24h')
     .action((id: string, opts: { grace: string }) =>
-      run((s) => s.admin.keys.rotate(id, { grace: opts.grace }), {
+      admin((a) => a.keys.rotate(id, { grace: opts.grace }), {
         note: 'Store this key now: it is not shown again.',
       }),
     );
@@ -96,22 +102,22 @@ function buildProgram(io: CliIo, run: Run) {
     .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
     .option('--owned-by <text>', 'owned_by as /v1/models shows it')
     .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
-      run((s) => s.admin.models.add({ id, ...opts })),
+      admin((a) => a.models.add({ id, ...opts })),
     );
   model
     .command('list')
     .description('list the catalog')
-    .action(() => run((s) => s.admin.models.list()));
+    .action(() => admin((a) => a.models.list()));
   model
     .command('enable <model-id>')
     .description('enable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((s) => s.admin.models.enable(id, opts.org)));
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.enable(id, opts.org)));
   model
     .command('disable <model-id>')
     .description('disable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((s) => s.admin.models.disable(id, opts.org)));
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.disable(id, opts.org)));
 
   const device = program.command('device').description('devices that serve models');
   device
@@ -119,22 +125,24 @@ function buildProgram(io: CliIo, run: Run) {
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
     .action((name: string, opts: { org?: string }) =>
-      run((s) => s.admin.devices.create(name, opts.org), { note: 'Store this token now: it is not shown again.' }),
+      admin((a) => a.devices.create(name, opts.org), {
+        note: 'Store this token now: it is not shown again.',
+      }),
     );
   device
     .command('list')
     .description('list devices')
-    .action(() => run((s) => s.admin.devices.list()));
+    .action(() => admin((a) => a.devices.list()));
   device
     .command('revoke <device-id>')
     .description('revoke a device token (a connected device is disconnected)')
-    .action((id: string) => run((s) => s.admin.devices.revoke(id)));
+    .action((id: string) => admin((a) => a.devices.revoke(id)));
 
   const task = program.command('task').description('task records');
   task
     .command('show <task-address>')
     .description('show a task record')
-    .action((address: string) => run((s) => s.admin.tasks.show(address)));
+    .action((address: string) => admin((a) => a.tasks.show(address)));
 
   addUsageCommand(program, run);
   return program;

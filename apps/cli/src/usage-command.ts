@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { ADMIN_USAGE_GROUPS, parseUsageQuery } from '@app/common';
-import type { UsageReport } from '@app/common';
+import { ADMIN_USAGE_GROUPS, parseUsageQuery } from '@app/common/usage/usage-query';
+import type { UsageReport } from '@app/common/usage/usage.service';
 import type { Run } from './cli';
 
 /** A report's rows for a table: the percentiles as columns of their own. */
@@ -31,8 +31,8 @@ export function addUsageCommand(program: Command, run: Run): void {
       run(
         async (s) => {
           const query = parseUsageQuery({ from: opts.from, to: opts.to, group_by: opts.by }, ADMIN_USAGE_GROUPS);
-          const org = opts.org === undefined ? null : await s.admin.orgs.byName(opts.org);
-          return s.usage.report(query, org?.id ?? null);
+          const org = opts.org === undefined ? null : await (await s.admin()).orgs.byName(opts.org);
+          return (await s.usage()).report(query, org?.id ?? null);
         },
         { human: (report) => flatRows(report as UsageReport) },
       ),

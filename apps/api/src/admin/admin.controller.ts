@@ -1,23 +1,15 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
-import { z } from 'zod';
 import { AdminService, PrismaService } from '@app/common';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
-
-const createOrgBody = z.strictObject({ name: z.string() });
-const limitsBody = z.strictObject({
-  rpm: z.number().int().nullable().optional(),
-  concurrency: z.number().int().nullable().optional(),
-  max_queued: z.number().int().nullable().optional(),
-});
-const createKeyBody = z.strictObject({ label: z.string().optional(), expires_in: z.string().optional() });
-const rotateKeyBody = z.strictObject({ grace: z.string().optional() });
-const addModelBody = z.strictObject({
-  id: z.string(),
-  max_output_tokens: z.number().int().optional(),
-  owned_by: z.string().optional(),
-});
-const createDeviceBody = z.strictObject({ name: z.string(), org: z.string().optional() });
+import {
+  addModelBody,
+  createDeviceBody,
+  createKeyBody,
+  createOrgBody,
+  limitsBody,
+  rotateKeyBody,
+} from './admin.schemas';
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
 
@@ -31,7 +23,7 @@ export class AdminController {
   private readonly admin: AdminService;
 
   constructor(prisma: PrismaService) {
-    this.admin = new AdminService(prisma.client);
+    this.admin = new AdminService(prisma.pool);
   }
 
   @Get('orgs')

@@ -7,6 +7,7 @@ import {
   UsageService,
   adminUsageQueryParams,
   parseUsageQuery,
+  sqlOf,
   usageQueryParams,
 } from '@app/common';
 import { AdminOnly } from '../auth/access.decorator';
@@ -22,7 +23,7 @@ export class UsageController {
 
   constructor(prisma: PrismaService) {
     this.usage = new UsageService(prisma.pool);
-    this.orgs = new AdminOrgsService(prisma.client);
+    this.orgs = new AdminOrgsService(sqlOf(prisma.pool));
   }
 
   /** The caller's organization only: the org id comes from the key, never from the request. */

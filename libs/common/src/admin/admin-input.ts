@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
-import { Prisma } from '../prisma/generated/client';
+import { sqlState } from './sql';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** Model ids as catalogs spell them: `llama3.2:3b`, `bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M`. */
@@ -38,11 +38,7 @@ export function check<T>(schema: z.ZodType<T>, value: unknown, param: string): T
 
 export const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
+/** A unique constraint refused the row (SQLSTATE 23505): it exists already. */
 export function isUniqueViolation(error: unknown): boolean {
-  return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002';
-}
-
-/** Prisma's "record to update not found" (P2025): the row changed between a read and the write. */
-export function isNotFound(error: unknown): boolean {
-  return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2025';
+  return sqlState(error) === '23505';
 }

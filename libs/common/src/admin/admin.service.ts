@@ -1,4 +1,3 @@
-import type { PrismaClient } from '../prisma/generated/client';
 import { AdminDevicesService } from './devices.service';
 import { AdminKeysService } from './keys.service';
 import type { CreateKeyInput, RotateKeyInput } from './keys.service';
@@ -7,8 +6,12 @@ import type { AddModelInput } from './models.service';
 import { AdminOrgsService } from './orgs.service';
 import type { LimitsInput } from './orgs.service';
 import { AdminTasksService } from './tasks.service';
+import { sqlOf } from './sql';
+import type { Sql } from './sql';
 
 export { orgNameSchema, modelIdSchema, parseDuration } from './admin-input';
+export { sqlOf } from './sql';
+export type { Sql } from './sql';
 export type { CreateKeyInput, RotateKeyInput, AddModelInput, LimitsInput };
 export { AdminDevicesService, AdminKeysService, AdminModelsService, AdminOrgsService, AdminTasksService };
 
@@ -27,12 +30,14 @@ export class AdminService {
   readonly devices: AdminDevicesService;
   readonly tasks: AdminTasksService;
 
-  constructor(db: PrismaClient) {
-    this.orgs = new AdminOrgsService(db);
-    this.keys = new AdminKeysService(db);
-    this.models = new AdminModelsService(db);
-    this.devices = new AdminDevicesService(db);
-    this.tasks = new AdminTasksService(db);
+  /** On a pg pool (the api, the CLI) or a Prisma client (test and bench fixtures). */
+  constructor(db: Parameters<typeof sqlOf>[0]) {
+    const sql: Sql = sqlOf(db);
+    this.orgs = new AdminOrgsService(sql);
+    this.keys = new AdminKeysService(sql);
+    this.models = new AdminModelsService(sql);
+    this.devices = new AdminDevicesService(sql);
+    this.tasks = new AdminTasksService(sql);
   }
 
   createOrg = (name: string) => this.orgs.create(name);

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { newApiKey } from '../keys/keys';
-import type { ApiKey, PrismaClient } from '../prisma/generated/client';
-import { MAX_DURATION_MS, UUID, check, isNotFound, isUniqueViolation, iso, parseDuration } from './admin-input';
+import { MAX_DURATION_MS, UUID, check, isUniqueViolation, iso, parseDuration } from './admin-input';
 import { findOrgByName } from './orgs.service';
+import type { Sql } from './sql';
 
 export interface CreateKeyInput {
   org: string;
@@ -34,128 +34,144 @@ function durationMs(value: unknown, param: string, example: string, allowZero: b
   return ms;
 }
 
-const keyStatus = (k: ApiKey, now: number) =>
-  k.revokedAt ? 'revoked' : k.expiresAt && k.expiresAt.getTime() <= now ? 'expired' : 'active';
+interface KeyRow {
+  id: string;
+  org_id: string;
+  prefix: string;
+  label: string | null;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  rotated_from_id: string | null;
+}
+
+const keyStatus = (k: KeyRow, now: number) =>
+  k.revoked_at ? 'revoked' : k.expires_at && k.expires_at.getTime() <= now ? 'expired' : 'active';
 
 /**
  * Operators' operations on API keys. A key's secret is returned once, by create and rotate; only its
  * SHA-256 is stored.
  */
 export class AdminKeysService {
-  constructor(private readonly db: PrismaClient) {}
+  constructor(private readonly sql: Sql) {}
 
   async create(input: CreateKeyInput) {
     const label = input.label === undefined ? null : check(labelSchema, input.label, 'label');
     const lifetimeMs = input.expiresIn === undefined ? null : durationMs(input.expiresIn, 'expires_in', '30d', false);
-    const org = await findOrgByName(this.db, input.org);
+    const org = await findOrgByName(this.sql, input.org);
     const key = newApiKey();
     // The lifetime starts when the key exists, not when the command started.
     const expiresAt = lifetimeMs === null ? null : new Date(Date.now() + lifetimeMs);
-    const row = await this.db.apiKey.create({
-      data: { orgId: org.id, hash: key.hash, prefix: key.prefix, label, expiresAt },
-    });
+    const [row] = await this.sql.query<KeyRow>(
+      `INSERT INTO api_keys (id, org_id, hash, prefix, label, expires_at)
+       VALUES (gen_random_uuid(), $1::uuid, $2, $3, $4, $5::timestamptz) RETURNING *`,
+      [org.id, key.hash, key.prefix, label, expiresAt],
+    );
     return {
       id: row.id,
       key: key.secret,
       prefix: row.prefix,
       org: org.name,
       label: row.label,
-      created_at: iso(row.createdAt),
-      expires_at: iso(row.expiresAt),
+      created_at: iso(row.created_at),
+      expires_at: iso(row.expires_at),
     };
   }
 
   async list(orgName: string) {
-    const org = await findOrgByName(this.db, orgName);
-    const keys = await this.db.apiKey.findMany({
-      where: { orgId: org.id },
-      orderBy: { createdAt: 'asc' },
-      include: { rotatedTo: { select: { id: true } } },
-    });
+    const org = await findOrgByName(this.sql, orgName);
+    const keys = await this.sql.query<KeyRow & { rotated_to: string | null }>(
+      `SELECT k.*, (SELECT n.id FROM api_keys n WHERE n.rotated_from_id = k.id) AS rotated_to
+       FROM api_keys k WHERE k.org_id = $1::uuid ORDER BY k.created_at, k.id`,
+      [org.id],
+    );
     const now = Date.now();
     return keys.map((k) => ({
       id: k.id,
       prefix: k.prefix,
       label: k.label,
       status: keyStatus(k, now),
-      created_at: iso(k.createdAt),
-      expires_at: iso(k.expiresAt),
-      revoked_at: iso(k.revokedAt),
-      last_used_at: iso(k.lastUsedAt),
-      rotated_from: k.rotatedFromId,
-      rotated_to: k.rotatedTo?.id ?? null,
+      created_at: iso(k.created_at),
+      expires_at: iso(k.expires_at),
+      revoked_at: iso(k.revoked_at),
+      last_used_at: iso(k.last_used_at),
+      rotated_from: k.rotated_from_id,
+      rotated_to: k.rotated_to,
     }));
   }
 
   async revoke(id: string) {
-    const key = await this.byId(id);
     // Revoking twice keeps the first revocation time.
-    const row = key.revokedAt ? key : await this.db.apiKey.update({ where: { id }, data: { revokedAt: new Date() } });
-    return { id: row.id, prefix: row.prefix, revoked_at: iso(row.revokedAt) };
+    const [row] = UUID.test(id)
+      ? await this.sql.query<KeyRow>(
+          'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1::uuid RETURNING *',
+          [id],
+        )
+      : [];
+    if (!row) {
+      throw new AppError('key_not_found', `API key '${id}' does not exist`, 'id');
+    }
+    return { id: row.id, prefix: row.prefix, revoked_at: iso(row.revoked_at) };
   }
 
   /**
    * Replaces a key: a new key for the same org and label (its secret returned this once), and the old
    * key expires when the grace ends, unless it already expires earlier. A key is rotated at most once
-   * (the unique rotated_from_id settles two rotations at once); revoked and expired keys are not.
+   * (the unique rotated_from_id also settles two rotations at once); revoked and expired keys are not.
    */
   async rotate(id: string, input: RotateKeyInput = {}) {
     const graceMs = durationMs(input.grace ?? DEFAULT_GRACE, 'grace', '24h', true);
-    const old = await this.byId(id);
-    const successor = await this.db.apiKey.findUnique({ where: { rotatedFromId: old.id }, select: { id: true } });
-    const now = Date.now();
     const refuse = (why: string) => new AppError('conflict', `API key '${id}' ${why}`, 'id');
-    if (old.revokedAt) {
-      throw refuse('is revoked and cannot be rotated; create a new key instead');
-    }
-    if (old.expiresAt && old.expiresAt.getTime() <= now) {
-      throw refuse('has expired and cannot be rotated; create a new key instead');
-    }
-    if (successor) {
-      throw refuse(`was already rotated (to '${successor.id}')`);
-    }
-    const graceEnd = new Date(now + graceMs);
-    const oldExpiresAt = old.expiresAt && old.expiresAt < graceEnd ? old.expiresAt : graceEnd;
     const key = newApiKey();
     try {
-      // One statement set: the new key exists exactly when the old one got its end.
-      const updated = await this.db.apiKey.update({
-        where: { id: old.id, revokedAt: null },
-        data: {
-          expiresAt: oldExpiresAt,
-          rotatedTo: { create: { orgId: old.orgId, hash: key.hash, prefix: key.prefix, label: old.label } },
-        },
-        include: { rotatedTo: true, org: { select: { name: true } } },
+      return await this.sql.transaction(async (sql) => {
+        // Locked: a revocation or another rotation of the same key waits for this one.
+        const [old] = UUID.test(id)
+          ? await sql.query<KeyRow & { org_name: string; successor: string | null }>(
+              `SELECT k.*, o.name AS org_name, (SELECT n.id FROM api_keys n WHERE n.rotated_from_id = k.id) AS successor
+               FROM api_keys k JOIN organizations o ON o.id = k.org_id WHERE k.id = $1::uuid FOR UPDATE OF k`,
+              [id],
+            )
+          : [];
+        if (!old) {
+          throw new AppError('key_not_found', `API key '${id}' does not exist`, 'id');
+        }
+        const now = Date.now();
+        if (old.revoked_at) {
+          throw refuse('is revoked and cannot be rotated; create a new key instead');
+        }
+        if (old.expires_at && old.expires_at.getTime() <= now) {
+          throw refuse('has expired and cannot be rotated; create a new key instead');
+        }
+        if (old.successor) {
+          throw refuse(`was already rotated (to '${old.successor}')`);
+        }
+        const graceEnd = new Date(now + graceMs);
+        const oldExpiresAt = old.expires_at && old.expires_at < graceEnd ? old.expires_at : graceEnd;
+        await sql.query('UPDATE api_keys SET expires_at = $2::timestamptz WHERE id = $1::uuid', [old.id, oldExpiresAt]);
+        const [row] = await sql.query<KeyRow>(
+          `INSERT INTO api_keys (id, org_id, hash, prefix, label, rotated_from_id)
+           VALUES (gen_random_uuid(), $1::uuid, $2, $3, $4, $5::uuid) RETURNING *`,
+          [old.org_id, key.hash, key.prefix, old.label, old.id],
+        );
+        return {
+          id: row.id,
+          key: key.secret,
+          prefix: row.prefix,
+          org: old.org_name,
+          label: row.label,
+          created_at: iso(row.created_at),
+          expires_at: iso(row.expires_at),
+          rotated_from: old.id,
+          rotated_from_expires_at: iso(oldExpiresAt),
+        };
       });
-      const row = updated.rotatedTo!;
-      return {
-        id: row.id,
-        key: key.secret,
-        prefix: row.prefix,
-        org: updated.org.name,
-        label: row.label,
-        created_at: iso(row.createdAt),
-        expires_at: iso(row.expiresAt),
-        rotated_from: updated.id,
-        rotated_from_expires_at: iso(updated.expiresAt),
-      };
     } catch (error) {
       if (isUniqueViolation(error)) {
         throw refuse('was already rotated');
       }
-      if (isNotFound(error)) {
-        // Revoked between the read and the write.
-        throw refuse('is revoked and cannot be rotated; create a new key instead');
-      }
       throw error;
     }
-  }
-
-  private async byId(id: string) {
-    const key = UUID.test(id) ? await this.db.apiKey.findUnique({ where: { id } }) : null;
-    if (!key) {
-      throw new AppError('key_not_found', `API key '${id}' does not exist`, 'id');
-    }
-    return key;
   }
 }

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
-import type { PrismaClient } from '../prisma/generated/client';
 import { MODEL_ID, check, isUniqueViolation, iso, modelIdSchema } from './admin-input';
 import { findOrgByName } from './orgs.service';
+import type { Sql } from './sql';
 
 export interface AddModelInput {
   id: string;
@@ -10,19 +10,26 @@ export interface AddModelInput {
   ownedBy?: string;
 }
 
+interface ModelRow {
+  id: string;
+  max_output_tokens: number | null;
+  owned_by: string;
+  created_at: Date;
+}
+
 const maxOutputTokensSchema = z.number().int().min(1).max(1_000_000);
 const ownedBySchema = z.string().min(1).max(64);
 
-const modelJson = (m: { id: string; maxOutputTokens: number | null; ownedBy: string; createdAt: Date }) => ({
+const modelJson = (m: ModelRow) => ({
   id: m.id,
-  max_output_tokens: m.maxOutputTokens,
-  owned_by: m.ownedBy,
-  created_at: iso(m.createdAt),
+  max_output_tokens: m.max_output_tokens,
+  owned_by: m.owned_by,
+  created_at: iso(m.created_at),
 });
 
 /** Operators' operations on the model catalog and on which organization may use which model. */
 export class AdminModelsService {
-  constructor(private readonly db: PrismaClient) {}
+  constructor(private readonly sql: Sql) {}
 
   async add(input: AddModelInput) {
     const id = check(modelIdSchema, input.id, 'id');
@@ -30,9 +37,14 @@ export class AdminModelsService {
       input.maxOutputTokens === undefined
         ? null
         : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
-    const ownedBy = input.ownedBy === undefined ? undefined : check(ownedBySchema, input.ownedBy, 'owned_by');
+    const ownedBy = input.ownedBy === undefined ? null : check(ownedBySchema, input.ownedBy, 'owned_by');
     try {
-      return modelJson(await this.db.model.create({ data: { id, maxOutputTokens, ownedBy } }));
+      const [row] = await this.sql.query<ModelRow>(
+        `INSERT INTO models (id, max_output_tokens, owned_by) VALUES ($1, $2::int, coalesce($3, 'switchyard'))
+         RETURNING *`,
+        [id, maxOutputTokens, ownedBy],
+      );
+      return modelJson(row);
     } catch (error) {
       if (isUniqueViolation(error)) {
         throw new AppError('conflict', `model '${id}' already exists`, 'id');
@@ -42,33 +54,33 @@ export class AdminModelsService {
   }
 
   async list() {
-    const models = await this.db.model.findMany({
-      orderBy: { id: 'asc' },
-      include: { orgs: { include: { org: { select: { name: true } } } } },
-    });
-    return models.map((m) => ({ ...modelJson(m), enabled_for: m.orgs.map((o) => o.org.name).sort() }));
+    const models = await this.sql.query<ModelRow & { enabled_for: string[] | null }>(
+      `SELECT m.*, (SELECT array_agg(o.name) FROM org_models om JOIN organizations o ON o.id = om.org_id
+                     WHERE om.model_id = m.id) AS enabled_for
+       FROM models m ORDER BY m.id`,
+    );
+    return models.map((m) => ({ ...modelJson(m), enabled_for: (m.enabled_for ?? []).sort() }));
   }
 
   async enable(modelId: string, orgName: string) {
-    const org = await findOrgByName(this.db, orgName);
+    const org = await findOrgByName(this.sql, orgName);
     const model = await this.byId(modelId);
-    await this.db.orgModel.upsert({
-      where: { orgId_modelId: { orgId: org.id, modelId: model.id } },
-      create: { orgId: org.id, modelId: model.id },
-      update: {},
-    });
+    await this.sql.query(
+      'INSERT INTO org_models (org_id, model_id) VALUES ($1::uuid, $2) ON CONFLICT (org_id, model_id) DO NOTHING',
+      [org.id, model.id],
+    );
     return { model: model.id, org: org.name, enabled: true };
   }
 
   async disable(modelId: string, orgName: string) {
-    const org = await findOrgByName(this.db, orgName);
+    const org = await findOrgByName(this.sql, orgName);
     const model = await this.byId(modelId);
-    await this.db.orgModel.deleteMany({ where: { orgId: org.id, modelId: model.id } });
+    await this.sql.query('DELETE FROM org_models WHERE org_id = $1::uuid AND model_id = $2', [org.id, model.id]);
     return { model: model.id, org: org.name, enabled: false };
   }
 
   private async byId(id: string) {
-    const model = MODEL_ID.test(id) ? await this.db.model.findUnique({ where: { id } }) : null;
+    const [model] = MODEL_ID.test(id) ? await this.sql.query<ModelRow>('SELECT * FROM models WHERE id = $1', [id]) : [];
     if (!model) {
       throw new AppError('model_not_found', `model '${id}' does not exist`, 'model');
     }

@@ -12,6 +12,7 @@ import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { HealthController } from './health/health.controller';
 import { KeyUsageService } from './keys/key-usage.service';
 import { UsageController } from './usage/usage.controller';
+import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { ModelsController } from './models/models.controller';
@@ -42,6 +43,7 @@ export class AppModule {
         TasksController,
         UsageController,
         AdminController,
+        OpenApiController,
       ],
       providers: [
         { provide: LOGGER, useValue: logger },

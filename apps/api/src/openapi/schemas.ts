@@ -71,7 +71,7 @@ const taskFields = {
       prompt_tokens: z.number().int(),
       completion_tokens: z.number().int(),
       total_tokens: z.number().int(),
-      source: z.enum(['device', 'relay']).nullable(),
+      source: z.enum(['device', 'relay']).optional(),
     })
     .nullable(),
   output_sha256: z.string().nullable(),

@@ -51,11 +51,18 @@ export function sqlOf(db: Pool | PoolClient | PrismaLike): Sql {
   return isPrisma(db) ? fromPrisma(db) : fromClient(db);
 }
 
-/** The SQLSTATE of a failed statement, from pg or from Prisma's raw queries. */
+/**
+ * The SQLSTATE of a failed statement: pg's error code, or, through Prisma's raw queries, the driver
+ * adapter's original code (Prisma's own code there is P2010 for any failed raw query).
+ */
 export function sqlState(error: unknown): string | undefined {
-  const e = error as { code?: unknown; meta?: { code?: unknown } } | null;
-  if (typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) {
-    return e.code;
+  const e = error as {
+    code?: unknown;
+    meta?: { driverAdapterError?: { cause?: { originalCode?: unknown } } };
+  } | null;
+  const original = e?.meta?.driverAdapterError?.cause?.originalCode;
+  if (typeof original === 'string') {
+    return original;
   }
-  return typeof e?.meta?.code === 'string' ? e.meta.code : undefined;
+  return typeof e?.code === 'string' && /^(?!P\d{4}$)[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
 }

@@ -11,6 +11,15 @@ import type { Logger } from '@app/common';
 export const KEY_USE_WRITE_INTERVAL_MS = 60_000;
 /** How often the uses seen since the last flush are written, in one statement. */
 const FLUSH_INTERVAL_MS = 5_000;
+/** The longest a shutdown waits for the last flush. */
+const SHUTDOWN_FLUSH_MS = 1_000;
+
+/** Waits for the promise, or for `ms`, whichever comes first. */
+export async function untilOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
 
 /**
  * Records which API keys authenticate requests and writes their `last_used_at` in the background,
@@ -37,9 +46,10 @@ export class KeyUsageService implements OnModuleInit, OnModuleDestroy {
     this.timer.unref();
   }
 
+  /** The last uses are written on the way out, but a shutdown never waits long for it (Postgres may be gone). */
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.timer);
-    await this.flush();
+    await untilOrAfter(this.flush(), SHUTDOWN_FLUSH_MS);
   }
 
   /** Notes that a key authenticated a request now. Synchronous and cheap: called for every request. */

@@ -17,6 +17,9 @@ export interface BenchOptions {
   throughputDevices: number;
   /** Offered load while assignment latency is measured in the fan-in scenario. */
   faninRate: number;
+  /** Usage: tasks of the big organization in the generated month, and timed runs per query. */
+  usageTasks: number;
+  usageRuns: number;
   relayTokens: number;
   ttftMs: number;
   tokenIntervalMs: number;

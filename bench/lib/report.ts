@@ -10,6 +10,8 @@ import { ROOT } from './stack';
 
 export const RESULTS_START = '<!-- bench:results:start -->';
 export const RESULTS_END = '<!-- bench:results:end -->';
+export const USAGE_START = '<!-- bench:usage:start -->';
+export const USAGE_END = '<!-- bench:usage:end -->';
 
 export interface RunReport {
   date: string;
@@ -78,7 +80,10 @@ export function renderReport(report: RunReport, level = 2): string {
       `- **Commit:** ${report.commit}; run took ${Math.round(report.durationS)} s; load average at the end ` +
         `${report.loadAverageEnd.map((l) => l.toFixed(2)).join(' / ')}` +
         (report.options.quick ? ' (`--quick`: tiny sizes, a smoke test, not a measurement)' : ''),
-      `- **Scenarios:** ${report.options.scenarios.join(', ')}; ${report.options.durationS} s per step after ${report.options.warmupS} s of warm-up` +
+      `- **Scenarios:** ${report.options.scenarios.join(', ')}` +
+        (report.options.scenarios.some((s) => s !== 'usage')
+          ? `; ${report.options.durationS} s per step after ${report.options.warmupS} s of warm-up`
+          : '') +
         (report.options.cpuProf ? '; api and dispatcher ran under `--cpu-prof`, which slows them' : ''),
       `- Postgres and Redis are the machine's shared servers, so other users of the machine add to their CPU time and to "other".`,
     ].join('\n'),
@@ -131,17 +136,38 @@ See the sections above the results for how to run the benchmark and what each sc
 
 `;
 
-/** Rewrites the results section of docs/benchmarks.md (between its markers), leaving the rest as it is. */
+/**
+ * The results sections of docs/benchmarks.md: the usage queries have a section of their own, so that a
+ * run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces the other's numbers.
+ */
+const SECTIONS = [
+  { start: RESULTS_START, end: RESULTS_END, level: 2, has: (name: string) => name !== 'usage' },
+  { start: USAGE_START, end: USAGE_END, level: 3, has: (name: string) => name === 'usage' },
+];
+
+/** Rewrites the results sections of docs/benchmarks.md that this run measured, leaving the rest as it is. */
 export async function writeDocs(report: RunReport): Promise<string> {
   const file = join(ROOT, 'docs', 'benchmarks.md');
-  const current = existsSync(file) ? readFileSync(file, 'utf8') : `${DOC_HEADER}${RESULTS_START}\n${RESULTS_END}\n`;
-  const start = current.indexOf(RESULTS_START);
-  const end = current.indexOf(RESULTS_END);
-  const section = `${RESULTS_START}\n\n${renderReport(report, 2)}\n${RESULTS_END}`;
-  const next =
-    start >= 0 && end > start
-      ? current.slice(0, start) + section + current.slice(end + RESULTS_END.length)
-      : `${current.trimEnd()}\n\n${section}\n`;
+  let next = existsSync(file) ? readFileSync(file, 'utf8') : `${DOC_HEADER}${RESULTS_START}\n${RESULTS_END}\n`;
+  for (const section of SECTIONS) {
+    const names = report.options.scenarios.filter(section.has);
+    if (names.length === 0) {
+      continue;
+    }
+    const part: RunReport = {
+      ...report,
+      options: { ...report.options, scenarios: names },
+      scenarios: report.scenarios.filter((s) => section.has(s.name)),
+      failures: report.failures.filter((f) => section.has(f.scenario)),
+    };
+    const start = next.indexOf(section.start);
+    const end = next.indexOf(section.end);
+    const text = `${section.start}\n\n${renderReport(part, section.level)}\n${section.end}`;
+    next =
+      start >= 0 && end > start
+        ? next.slice(0, start) + text + next.slice(end + section.end.length)
+        : `${next.trimEnd()}\n\n${text}\n`;
+  }
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, await pretty(next, file, 'markdown'));
   return file;

@@ -154,7 +154,8 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     assert.equal(view.device_id, row.deviceId);
     assert.equal(view.finish_reason, 'stop');
     assert.equal(view.error_code, null);
-    expect(view.usage).toEqual(res.body.usage);
+    // The record says who counted the tokens: the device's own report, here.
+    expect(view.usage).toEqual({ ...res.body.usage, source: 'device' });
     assert.match(view.output_sha256, SHA256_HEX);
     assert.equal(view.output_sha256, row.outputSha256);
     assert.equal(view.output_sha256, sha256(res.body.choices[0].message.content));
@@ -164,7 +165,11 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     }
     assert.ok(Date.parse(view.queued_at) <= Date.parse(view.finished_at));
     // The database row holds no prompt or completion text.
-    assert.ok(!JSON.stringify(row).includes(res.body.choices[0].message.content));
+    assert.ok(
+      !JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)).includes(
+        res.body.choices[0].message.content,
+      ),
+    );
 
     // Another org, a garbage address, and an unknown well-formed one: 404 task_not_found.
     const theirs = await http('GET', `${relay.api.url}/v1/tasks/${address}`, { headers: bearer(orgB.key) });

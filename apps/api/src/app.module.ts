@@ -6,6 +6,9 @@ import type { AppConfig, Logger } from '@app/common';
 import { AdminController } from './admin/admin.controller';
 import { AuthModule } from './auth/auth.module';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
+import { UsageController } from './usage/usage.controller';
+import { OpenApiController } from './openapi/openapi.controller';
+import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { HealthController } from './health/health.controller';
 import { InfraModule } from './infra/infra.module';
@@ -35,8 +38,16 @@ export class AppModule {
         FlightModule,
         IntakeModule,
       ],
-      controllers: [HealthController, ChatCompletionsController, OllamaController, TasksController, AdminController],
-      providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
+      controllers: [
+        HealthController,
+        ChatCompletionsController,
+        OllamaController,
+        TasksController,
+        UsageController,
+        AdminController,
+        OpenApiController,
+      ],
+      providers: [UsageFoldService, { provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };
   }
 }

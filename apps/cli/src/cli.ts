@@ -1,20 +1,31 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { AdminService, AppError, ConfigError, createPrismaClient, loadConfig } from '@app/common';
-import type { PrismaClient } from '@app/common';
+import { ConfigError, loadConfig } from '@app/common/config/config';
+import { AppError } from '@app/common/errors/app-error';
+import type { AdminService } from '@app/common/admin/admin.service';
+import { CliServices } from './cli-services';
 import { renderHuman } from './output';
+import { addUsageCommand } from './usage-command';
+
+/** How a command's result is printed: a note on stderr after it, and its human form when not the result itself. */
+export interface RunOptions {
+  note?: string;
+  human?: (result: unknown) => unknown;
+}
+export type Run = (action: (services: CliServices) => Promise<unknown>, opts?: RunOptions) => Promise<void>;
 
 /**
- * `switchyard`: the operators' command line. Every command is one call of {@link AdminService},
- * the same code the admin HTTP API runs.
+ * `switchyard`: the operators' command line. Every command is one call of the admin services
+ * (libs/common/src/admin) or the usage service, the same code the admin HTTP API runs.
  */
-function buildProgram(
-  io: CliIo,
-  run: (action: (admin: AdminService) => Promise<unknown>, note?: string) => Promise<void>,
-) {
+function buildProgram(io: CliIo, run: Run) {
+  /** An operator command: one call of an admin service. */
+  const admin = (action: (a: AdminService) => Promise<unknown>, opts?: RunOptions) =>
+    run(async (s) => action(await s.admin()), opts);
+
   // Output settings first: subcommands copy them when they are created.
   const program = new Command('switchyard')
     .configureOutput({ writeOut: (text) => void io.stdout.write(text), writeErr: (text) => void io.stderr.write(text) })
-    .description('Operate Switchyard: organizations, API keys, models, devices and tasks')
+    .description('Operate Switchyard: organizations, API keys, models, devices, tasks and usage')
     .option('--json', 'print one JSON object instead of human-readable text')
     .showHelpAfterError()
     .exitOverride();
@@ -30,11 +41,11 @@ function buildProgram(
   org
     .command('create <name>')
     .description('create an organization')
-    .action((name: string) => run((a) => a.createOrg(name)));
+    .action((name: string) => admin((a) => a.orgs.create(name)));
   org
     .command('list')
     .description('list organizations')
-    .action(() => run((a) => a.listOrgs()));
+    .action(() => admin((a) => a.orgs.list()));
 
   // commander keeps a parsed null as '', so `none` is carried as 0 and turned into null below.
   const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
@@ -46,8 +57,8 @@ function buildProgram(
     .option('--concurrency <n|none>', 'requests at once', limit)
     .option('--max-queued <n|none>', 'queued requests per model', limit)
     .action((name: string, opts: { rpm?: number; concurrency?: number; maxQueued?: number }) =>
-      run((a) =>
-        a.setLimits(name, {
+      admin((a) =>
+        a.orgs.setLimits(name, {
           rpm: orNull(opts.rpm),
           concurrency: orNull(opts.concurrency),
           maxQueued: orNull(opts.maxQueued),
@@ -63,17 +74,26 @@ function buildProgram(
     .option('--label <text>', 'a note to tell keys apart')
     .option('--expires-in <duration>', 'lifetime such as 90s, 45m, 12h or 30d')
     .action((opts: { org: string; label?: string; expiresIn?: string }) =>
-      run((a) => a.createKey(opts), 'Store this key now: it is not shown again.'),
+      admin((a) => a.keys.create(opts), { note: 'Store this key now: it is not shown again.' }),
     );
   key
     .command('list')
     .description("list an organization's keys (prefixes only)")
     .requiredOption('--org <org-name>', 'organization')
-    .action((opts: { org: string }) => run((a) => a.listKeys(opts.org)));
+    .action((opts: { org: string }) => admin((a) => a.keys.list(opts.org)));
   key
     .command('revoke <key-id>')
     .description('revoke a key (takes effect within a second)')
-    .action((id: string) => run((a) => a.revokeKey(id)));
+    .action((id: string) => admin((a) => a.keys.revoke(id)));
+  key
+    .command('rotate <key-id>')
+    .description('replace a key: prints a new key once; the old one keeps working for the grace, then expires')
+    .option('--grace <duration>', 'how long the old key keeps working: 0 (at once), 90s, 45m, 12h, 30d', '24h')
+    .action((id: string, opts: { grace: string }) =>
+      admin((a) => a.keys.rotate(id, { grace: opts.grace }), {
+        note: 'Store this key now: it is not shown again.',
+      }),
+    );
 
   const model = program.command('model').description('the model catalog and its enablement per organization');
   model
@@ -82,22 +102,22 @@ function buildProgram(
     .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
     .option('--owned-by <text>', 'owned_by as /v1/models shows it')
     .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
-      run((a) => a.addModel({ id, ...opts })),
+      admin((a) => a.models.add({ id, ...opts })),
     );
   model
     .command('list')
     .description('list the catalog')
-    .action(() => run((a) => a.listModels()));
+    .action(() => admin((a) => a.models.list()));
   model
     .command('enable <model-id>')
     .description('enable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((a) => a.enableModel(id, opts.org)));
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.enable(id, opts.org)));
   model
     .command('disable <model-id>')
     .description('disable a model for an organization')
     .requiredOption('--org <org-name>', 'organization')
-    .action((id: string, opts: { org: string }) => run((a) => a.disableModel(id, opts.org)));
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.disable(id, opts.org)));
 
   const device = program.command('device').description('devices that serve models');
   device
@@ -105,23 +125,26 @@ function buildProgram(
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
     .action((name: string, opts: { org?: string }) =>
-      run((a) => a.createDevice(name, opts.org), 'Store this token now: it is not shown again.'),
+      admin((a) => a.devices.create(name, opts.org), {
+        note: 'Store this token now: it is not shown again.',
+      }),
     );
   device
     .command('list')
     .description('list devices')
-    .action(() => run((a) => a.listDevices()));
+    .action(() => admin((a) => a.devices.list()));
   device
     .command('revoke <device-id>')
     .description('revoke a device token (a connected device is disconnected)')
-    .action((id: string) => run((a) => a.revokeDevice(id)));
+    .action((id: string) => admin((a) => a.devices.revoke(id)));
 
   const task = program.command('task').description('task records');
   task
     .command('show <task-address>')
     .description('show a task record')
-    .action((address: string) => run((a) => a.showTask(address)));
+    .action((address: string) => admin((a) => a.tasks.show(address)));
 
+  addUsageCommand(program, run);
   return program;
 }
 
@@ -137,19 +160,18 @@ export interface CliIo {
  * its exit code. The binary calls it with the process's streams; tests call it in process.
  */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
-  let db: PrismaClient | undefined;
+  let services: CliServices | undefined;
   let json = false;
   let code = 0;
-  const program = buildProgram(io, async (action, note) => {
+  const program = buildProgram(io, async (action, opts = {}) => {
     json = Boolean(program.opts<{ json?: boolean }>().json);
-    const config = loadConfig(io.env);
-    db = createPrismaClient(config.DATABASE_URL);
-    const result = await action(new AdminService(db));
+    services = new CliServices(loadConfig(io.env).DATABASE_URL);
+    const result = await action(services);
     // A JSON list is wrapped so that --json always prints one object.
     const out = Array.isArray(result) ? { object: 'list', data: result } : result;
-    io.stdout.write(json ? `${JSON.stringify(out)}\n` : renderHuman(result));
-    if (note && !json) {
-      io.stderr.write(`${note}\n`);
+    io.stdout.write(json ? `${JSON.stringify(out)}\n` : renderHuman(opts.human ? opts.human(result) : result));
+    if (opts.note && !json) {
+      io.stderr.write(`${opts.note}\n`);
     }
   });
   try {
@@ -170,7 +192,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       code = 1;
     }
   } finally {
-    await db?.$disconnect();
+    await services?.close();
   }
   return code;
 }

@@ -28,3 +28,7 @@ export * from './batching/coalescer';
 export * from './prisma/pg.service';
 export * from './retry/retrying';
 export * from './paths/project-root';
+export * from './usage/usage-query';
+export * from './usage/usage.service';
+export * from './usage/usage-fold';
+export * from './usage/task-usage-source';

@@ -1,43 +1,9 @@
-import { RequestMethod } from '@nestjs/common';
-import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
-import { DiscoveryService, MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
 import { AdminService } from '@app/common';
-import { ACCESS_KEY } from '../../../apps/api/src/auth/access.decorator';
-import type { Access } from '../../../apps/api/src/auth/access.decorator';
 import { loopbackAddress, rawHttp } from '../../reliability/helpers';
 import { ADMIN_TOKEN, closeDb, createTenant, db } from '../../support/stack';
 import { startApiApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
-
-interface Route {
-  method: string;
-  path: string;
-  access: Access;
-}
-
-/** Every route of the api's application, with the access its metadata declares (api_key when none). */
-function apiRoutes(app: InProcessApp['app']): Route[] {
-  const discovery = new DiscoveryService(app.get(ModulesContainer));
-  const scanner = new MetadataScanner();
-  const reflector = app.get(Reflector);
-  const routes: Route[] = [];
-  for (const wrapper of discovery.getControllers()) {
-    const controller = wrapper.metatype as new (...args: unknown[]) => unknown;
-    const prefix = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');
-    for (const name of scanner.getAllMethodNames(controller.prototype)) {
-      const handler = (controller.prototype as Record<string, unknown>)[name] as () => unknown;
-      const method = Reflect.getMetadata(METHOD_METADATA, handler) as RequestMethod | undefined;
-      if (method === undefined) {
-        continue;
-      }
-      const sub = String(Reflect.getMetadata(PATH_METADATA, handler) ?? '');
-      const path = `/${[prefix, sub].filter((p) => p && p !== '/').join('/')}`.replace(/\/+/g, '/');
-      const access = reflector.getAllAndOverride<Access | undefined>(ACCESS_KEY, [handler, controller]) ?? 'api_key';
-      routes.push({ method: RequestMethod[method], path, access });
-    }
-  }
-  return routes;
-}
+import { apiRoutes } from '../support/routes';
 
 /** The api's global guard: which credentials each route takes, and what everything else gets. */
 describe('auth guard (api)', () => {
@@ -76,7 +42,7 @@ describe('auth guard (api)', () => {
         .filter((r) => r.access === 'public')
         .map((r) => `${r.method} ${r.path}`)
         .sort(),
-    ).toEqual(['GET /api/version', 'GET /healthz', 'GET /metrics', 'GET /readyz']);
+    ).toEqual(['GET /api/version', 'GET /healthz', 'GET /metrics', 'GET /openapi.json', 'GET /readyz']);
     for (const route of routes.filter((r) => r.access !== 'public')) {
       // Each from an address of its own: so many failures from one would be refused with 429.
       from = loopbackAddress();

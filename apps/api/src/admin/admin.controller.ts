@@ -1,27 +1,20 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
-import { z } from 'zod';
 import { AdminService, PrismaService } from '@app/common';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
-
-const createOrgBody = z.strictObject({ name: z.string() });
-const limitsBody = z.strictObject({
-  rpm: z.number().int().nullable().optional(),
-  concurrency: z.number().int().nullable().optional(),
-  max_queued: z.number().int().nullable().optional(),
-});
-const createKeyBody = z.strictObject({ label: z.string().optional(), expires_in: z.string().optional() });
-const addModelBody = z.strictObject({
-  id: z.string(),
-  max_output_tokens: z.number().int().optional(),
-  owned_by: z.string().optional(),
-});
-const createDeviceBody = z.strictObject({ name: z.string(), org: z.string().optional() });
+import {
+  addModelBody,
+  createDeviceBody,
+  createKeyBody,
+  createOrgBody,
+  limitsBody,
+  rotateKeyBody,
+} from './admin.schemas';
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
 
 /**
- * The admin HTTP API: the same operations as the CLI, through the same {@link AdminService}.
+ * The admin HTTP API: the same operations as the CLI, through the same resource services of {@link AdminService}.
  * Organizations are addressed by name; a model id's `/` is sent as %2F.
  */
 @Controller('admin')
@@ -30,82 +23,92 @@ export class AdminController {
   private readonly admin: AdminService;
 
   constructor(prisma: PrismaService) {
-    this.admin = new AdminService(prisma.client);
+    this.admin = new AdminService(prisma.pool);
   }
 
   @Get('orgs')
   async listOrgs() {
-    return list(await this.admin.listOrgs());
+    return list(await this.admin.orgs.list());
   }
 
   @Post('orgs')
   createOrg(@Body() body: unknown) {
-    return this.admin.createOrg(parseInput(createOrgBody, body ?? {}).name);
+    return this.admin.orgs.create(parseInput(createOrgBody, body ?? {}).name);
   }
 
   /** Sets limits: a number, or null to remove one; fields left out keep their value. */
   @Patch('orgs/:org')
   setLimits(@Param('org') org: string, @Body() body: unknown) {
     const input = parseInput(limitsBody, body ?? {});
-    return this.admin.setLimits(org, { rpm: input.rpm, concurrency: input.concurrency, maxQueued: input.max_queued });
+    return this.admin.orgs.setLimits(org, {
+      rpm: input.rpm,
+      concurrency: input.concurrency,
+      maxQueued: input.max_queued,
+    });
   }
 
   @Get('orgs/:org/keys')
   async listKeys(@Param('org') org: string) {
-    return list(await this.admin.listKeys(org));
+    return list(await this.admin.keys.list(org));
   }
 
   @Post('orgs/:org/keys')
   createKey(@Param('org') org: string, @Body() body: unknown) {
     const input = parseInput(createKeyBody, body ?? {});
-    return this.admin.createKey({ org, label: input.label, expiresIn: input.expires_in });
+    return this.admin.keys.create({ org, label: input.label, expiresIn: input.expires_in });
   }
 
   @Delete('keys/:id')
   revokeKey(@Param('id') id: string) {
-    return this.admin.revokeKey(id);
+    return this.admin.keys.revoke(id);
+  }
+
+  /** A new key for the same org and label; the old one keeps working for the grace (default 24h). */
+  @Post('keys/:id/rotate')
+  rotateKey(@Param('id') id: string, @Body() body: unknown) {
+    return this.admin.keys.rotate(id, parseInput(rotateKeyBody, body ?? {}));
   }
 
   @Get('models')
   async listModels() {
-    return list(await this.admin.listModels());
+    return list(await this.admin.models.list());
   }
 
   @Post('models')
   addModel(@Body() body: unknown) {
     const input = parseInput(addModelBody, body ?? {});
-    return this.admin.addModel({ id: input.id, maxOutputTokens: input.max_output_tokens, ownedBy: input.owned_by });
+    return this.admin.models.add({ id: input.id, maxOutputTokens: input.max_output_tokens, ownedBy: input.owned_by });
   }
 
   @Put('orgs/:org/models/:model')
   @HttpCode(200)
   enableModel(@Param('org') org: string, @Param('model') model: string) {
-    return this.admin.enableModel(model, org);
+    return this.admin.models.enable(model, org);
   }
 
   @Delete('orgs/:org/models/:model')
   disableModel(@Param('org') org: string, @Param('model') model: string) {
-    return this.admin.disableModel(model, org);
+    return this.admin.models.disable(model, org);
   }
 
   @Get('devices')
   async listDevices() {
-    return list(await this.admin.listDevices());
+    return list(await this.admin.devices.list());
   }
 
   @Post('devices')
   createDevice(@Body() body: unknown) {
     const input = parseInput(createDeviceBody, body ?? {});
-    return this.admin.createDevice(input.name, input.org);
+    return this.admin.devices.create(input.name, input.org);
   }
 
   @Delete('devices/:id')
   revokeDevice(@Param('id') id: string) {
-    return this.admin.revokeDevice(id);
+    return this.admin.devices.revoke(id);
   }
 
   @Get('tasks/:address')
   showTask(@Param('address') address: string) {
-    return this.admin.showTask(address);
+    return this.admin.tasks.show(address);
   }
 }

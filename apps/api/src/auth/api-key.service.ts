@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AppError, PrismaService, looksLikeApiKey, sha256Hex } from '@app/common';
 import type { AuthContext } from './auth-context';
+import { KeyUsageService } from '../keys/key-usage.service';
 
 /**
  * A key lookup is fresh this long; an older one is still used while a new lookup runs in the
@@ -36,7 +37,10 @@ export function invalidApiKey(): AppError {
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
 
-  constructor(private readonly prisma: PrismaService) {}
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly keyUsage: KeyUsageService,
+  ) {}
 
   /** Resolves a presented key to its organization, or throws 401 invalid_api_key. */
   async authenticate(key: string): Promise<AuthContext> {
@@ -64,6 +68,7 @@ export class ApiKeyService {
     if (!entry.context || (entry.expiresAt !== null && entry.expiresAt <= now)) {
       throw invalidApiKey();
     }
+    this.keyUsage.record(entry.context.apiKeyId);
     return entry.context;
   }
 

@@ -22,7 +22,7 @@ const message = z.object({
   tool_name: z.string().optional(),
 });
 
-const schema = z.object({
+export const schema = z.object({
   model: z.string().min(1, 'model is required').max(200),
   messages: z.array(message).min(1, 'must contain at least one message'),
   stream: z.boolean().optional(),

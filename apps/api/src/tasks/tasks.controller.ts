@@ -1,5 +1,5 @@
 import { Controller, Get, Param } from '@nestjs/common';
-import { AppError, PrismaService, TaskRepository, parseTaskAddress, taskView } from '@app/common';
+import { AppError, PrismaService, TaskRepository, parseTaskAddress, taskView, withUsageSource } from '@app/common';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 
@@ -19,12 +19,12 @@ export class TasksController {
     const parsed = parseTaskAddress(address);
     const live = parsed ? await this.tasks.get(parsed.id) : null;
     if (live && live.orgId === caller.orgId && live.address === address) {
-      return taskView(live);
+      return withUsageSource(taskView(live), live.usageSource);
     }
     const task = parsed ? await this.prisma.client.task.findFirst({ where: { address, orgId: caller.orgId } }) : null;
     if (!task) {
       throw new AppError('task_not_found', `No task '${address}' exists for your organization.`, 'task_address');
     }
-    return taskView(task);
+    return withUsageSource(taskView(task), task.usageSource);
   }
 }

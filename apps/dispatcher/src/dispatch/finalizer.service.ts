@@ -86,6 +86,8 @@ export class Finalizer {
             promptTokens: usage?.prompt_tokens ?? null,
             completionTokens: usage?.completion_tokens ?? null,
             outputSha256: a.tracker.sha256,
+            outputBytes: a.tracker.bytes,
+            usageSource: usage ? 'device' : null,
           },
           event: { type: 'done', finish_reasons: outcome.finishReasons, usage },
         };
@@ -93,7 +95,7 @@ export class Finalizer {
       case 'failed':
         return {
           kind: 'end',
-          ending: { status: 'failed', errorCode: outcome.code, outputSha256: a.relayed ? a.tracker.sha256 : null },
+          ending: { status: 'failed', errorCode: outcome.code, ...this.delivered(a) },
           event: { type: 'error', code: outcome.code, message: outcome.message },
         };
       case 'cancelled':
@@ -102,7 +104,7 @@ export class Finalizer {
           ending: {
             status: 'cancelled',
             errorCode: 'client_disconnected',
-            outputSha256: a.relayed ? a.tracker.sha256 : null,
+            ...this.delivered(a),
           },
         };
       case 'requeue':
@@ -111,6 +113,21 @@ export class Finalizer {
       case 'abandoned':
         return { kind: 'abandon' };
     }
+  }
+
+  /**
+   * What a task that ends early delivered: its hash, and the tokens and bytes Switchyard counted as it
+   * relayed them, so that usage bills what the client received.
+   */
+  private delivered(a: Assignment) {
+    return a.relayed
+      ? {
+          outputSha256: a.tracker.sha256,
+          completionTokens: a.tracker.deltas,
+          outputBytes: a.tracker.bytes,
+          usageSource: 'relay' as const,
+        }
+      : {};
   }
 
   private async record(a: Assignment, given: Outcome): Promise<void> {

@@ -12,8 +12,9 @@ const PROMPT_OVERHEAD_PER_MESSAGE = 16;
 export class OutputTracker {
   private nextSeq = 0;
   private readonly hash: Hash = createHash('sha256');
-  /** Output events relayed (a device's own count of tokens may not be trusted). */
+  /** Output events relayed (a device's own count of tokens may not be trusted), and their UTF-8 bytes. */
   deltas = 0;
+  bytes = 0;
   firstOutputAt: number | null = null;
 
   constructor(
@@ -44,6 +45,7 @@ export class OutputTracker {
     this.firstOutputAt ??= Date.now();
     this.deltas++;
     for (const choice of choices) {
+      this.bytes += Buffer.byteLength(choice.content ?? '') + Buffer.byteLength(choice.reasoning ?? '');
       this.hash.update(choice.content ?? '');
       if (choice.tool_calls) {
         this.hash.update(JSON.stringify(choice.tool_calls));

@@ -1,16 +1,11 @@
 import { Global, Inject, Injectable, Module } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
-import { Pool } from 'pg';
-import type { QueryResult } from 'pg';
+import type { Pool, QueryResult } from 'pg';
 import { APP_CONFIG } from '../config/config';
 import type { AppConfig } from '../config/config';
+import { createPool } from './pool';
 
-/** A small pool: api and dispatcher make short queries; connection errors surface fast. */
-export function createPool(databaseUrl: string): Pool {
-  const pool = new Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5_000 });
-  pool.on('error', () => undefined);
-  return pool;
-}
+export { createPool };
 
 /**
  * Plain SQL on a pg pool. The dispatcher uses nothing else: its statements are few, fixed and on

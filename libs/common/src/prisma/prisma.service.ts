@@ -1,15 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { PrismaPg } from '@prisma/adapter-pg';
-import type { Pool } from 'pg';
 import { APP_CONFIG } from '../config/config';
 import type { AppConfig } from '../config/config';
-import { PrismaClient } from './generated/client';
-import { PgService, createPool } from './pg.service';
+import { createPrismaClient } from './client';
+import type { PrismaClient } from './generated/client';
+import { PgService } from './pg.service';
 
-/** A Prisma client on the pg driver adapter (the Rust-free client). */
-export function createPrismaClient(databaseUrl: string, pool: Pool = createPool(databaseUrl)): PrismaClient {
-  return new PrismaClient({ adapter: new PrismaPg(pool, { disposeExternalPool: true }) });
-}
+export { createPrismaClient };
 
 /**
  * The application's one Prisma client, on the pg pool of {@link PgService}. The few statements that

@@ -30,6 +30,10 @@ export interface Ending {
   promptTokens?: number | null;
   completionTokens?: number | null;
   outputSha256?: string | null;
+  /** UTF-8 bytes of output relayed to the client. */
+  outputBytes?: number | null;
+  /** Who counted the tokens: the device (its report), or the relay (what it relayed, for an early end). */
+  usageSource?: 'device' | 'relay' | null;
   /** When the first output was relayed (epoch ms), if no earlier transition recorded it. */
   firstTokenAt?: number | null;
 }
@@ -65,6 +69,8 @@ export interface TaskSnapshot {
   promptTokens: number | null;
   completionTokens: number | null;
   outputSha256: string | null;
+  outputBytes: number | null;
+  usageSource: 'device' | 'relay' | null;
   queuedAt: Date;
   assignedAt: Date | null;
   firstTokenAt: Date | null;
@@ -120,6 +126,8 @@ export function parseSnapshot(h: Record<string, string>): TaskSnapshot | null {
     promptTokens: num(h.pt),
     completionTokens: num(h.ct),
     outputSha256: h.sha || null,
+    outputBytes: num(h.ob),
+    usageSource: (h.us as 'device' | 'relay' | undefined) || null,
     queuedAt: new Date(Number(h.q)),
     assignedAt: date(h.as),
     firstTokenAt: date(h.ft),
@@ -266,6 +274,8 @@ export class TaskRepository {
       ['pt', ending.promptTokens],
       ['ct', ending.completionTokens],
       ['sha', ending.outputSha256],
+      ['ob', ending.outputBytes],
+      ['us', ending.usageSource],
       ['ft', ending.firstTokenAt],
     ];
     for (const [field, value] of optional) {
@@ -301,7 +311,8 @@ export class TaskRepository {
     const { rowCount } = await this.records!.sql(
       `UPDATE tasks SET status = $2, error_code = COALESCE($3, error_code), finish_reason = COALESCE($4, finish_reason),
          prompt_tokens = COALESCE($5, prompt_tokens), completion_tokens = COALESCE($6, completion_tokens),
-         output_sha256 = COALESCE($7, output_sha256), finished_at = now(), record_version = $8
+         output_sha256 = COALESCE($7, output_sha256), finished_at = now(), record_version = $8,
+         output_bytes = COALESCE($10, output_bytes), usage_source = COALESCE($11, usage_source)
        WHERE id = $1 AND status = ANY($9::task_status[])`,
       [
         taskId,
@@ -313,6 +324,8 @@ export class TaskRepository {
         ending.outputSha256 ?? null,
         ENDED_VERSION,
         from,
+        ending.outputBytes ?? null,
+        ending.usageSource ?? null,
       ],
     );
     return rowCount === 1 ? { ok: true, attempt: 0, recovered: true } : { ok: false, status: null };

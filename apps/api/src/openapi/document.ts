@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { ERROR_STATUS } from '@app/common';
+import { ROUTES } from './routes';
+import type { RouteDoc } from './routes';
+import { components, errorBody, notReady, ollamaError } from './schemas';
+
+type Json = Record<string, unknown>;
+
+/** JSON Schema as OpenAPI 3.1 embeds it (draft 2020-12), without the `$schema` of a document of its own. */
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io,
+    // A transform or a refinement has no JSON Schema: its input type stands for it.
+    unrepresentable: 'any',
+  }) as Json;
+  return rest;
+}
+
+const ref = (schema: z.ZodType): Json => {
+  const id = components.get(schema)?.id;
+  if (!id) {
+    throw new Error('a response schema of the OpenAPI document is not registered in components');
+  }
+  return { $ref: `#/components/schemas/${id}` };
+};
+
+/** Statuses every route of an access kind can answer with, beside its own. */
+const AUTH_ERRORS: Record<RouteDoc['auth'], number[]> = {
+  public: [500],
+  // 429: too many failed authentications from the address; 503: the key lookup cannot reach Postgres.
+  api_key: [401, 429, 500, 503],
+  admin: [401, 500, 503],
+};
+const SECURITY: Record<RouteDoc['auth'], Json[]> = {
+  public: [],
+  api_key: [{ apiKey: [] }, { apiKeyHeader: [] }],
+  admin: [{ adminToken: [] }],
+};
+
+/** What each status means, and the codes (of libs/common's ERROR_STATUS) it carries. */
+function errorDescription(status: number): string {
+  const codes = Object.entries(ERROR_STATUS)
+    .filter(([, s]) => s === status)
+    .map(([code]) => `\`${code}\``);
+  return codes.length ? `Error: ${codes.join(', ')}` : 'Error';
+}
+
+function operation(route: RouteDoc): Json {
+  const ollama = route.path.startsWith('/api/');
+  const parameters = [
+    ...Object.entries(route.params ?? {}).map(([name, description]) => ({
+      name,
+      in: 'path',
+      required: true,
+      description,
+      schema: { type: 'string' },
+    })),
+    ...Object.entries(route.query?.shape ?? {}).map(([name, field]) => ({
+      name,
+      in: 'query',
+      required: !(field as z.ZodType).safeParse(undefined).success,
+      description: (field as z.ZodType).description,
+      schema: jsonSchema(field as z.ZodType, 'input'),
+    })),
+  ];
+  const content: Json = {};
+  if (route.ok.json) {
+    content['application/json'] = { schema: ref(route.ok.json) };
+  }
+  for (const [type, description] of Object.entries(route.ok.other ?? {})) {
+    content[type] = { schema: { type: 'string', description } };
+  }
+  const responses: Json = { [route.ok.status]: { description: route.ok.description, content } };
+  for (const status of [...new Set([...route.errors, ...AUTH_ERRORS[route.auth]])].sort()) {
+    const schema = route.path === '/readyz' && status === 503 ? notReady : ollama ? ollamaError : errorBody;
+    responses[status] = {
+      description: errorDescription(status),
+      content: { 'application/json': { schema: ref(schema) } },
+    };
+  }
+  return {
+    operationId: `${route.method}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
+    summary: route.summary,
+    tags: [route.tag],
+    security: SECURITY[route.auth],
+    ...(parameters.length ? { parameters } : {}),
+    ...(route.body
+      ? {
+          requestBody: {
+            required: route.body.required,
+            content: { 'application/json': { schema: jsonSchema(route.body.schema, 'input') } },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+/**
+ * The OpenAPI 3.1 document of the api, generated from the zod schemas: the request schemas the
+ * controllers validate with (so the document cannot drift from what the api accepts) and the response
+ * schemas of schemas.ts (checked against real answers by the e2e suite).
+ */
+export function buildOpenApiDocument(version: string): Json {
+  const paths: Record<string, Json> = {};
+  for (const route of ROUTES) {
+    paths[route.path] = { ...paths[route.path], [route.method]: operation(route) };
+  }
+  const { schemas } = z.toJSONSchema(components, {
+    target: 'draft-2020-12',
+    uri: (id) => `#/components/schemas/${id}`,
+    unrepresentable: 'any',
+  }) as { schemas: Record<string, Json> };
+  for (const schema of Object.values(schemas)) {
+    delete schema.$schema;
+    delete schema.id;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Switchyard',
+      version,
+      description:
+        'A multi-tenant relay for LLM inference: an OpenAI-compatible and an Ollama-compatible API served by devices, and the admin API. See docs/api.md.',
+    },
+    servers: [{ url: '/' }],
+    tags: ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', 'Admin'].map((name) => ({ name })),
+    paths,
+    components: {
+      schemas,
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'An API key of an organization: `Authorization: Bearer sy_…`',
+        },
+        apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The same API key as a header' },
+        adminToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'The server’s ADMIN_TOKEN: `Authorization: Bearer …`',
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { Controller, Get, Query } from '@nestjs/common';
+import {
+  ADMIN_USAGE_GROUPS,
+  AdminOrgsService,
+  PrismaService,
+  USAGE_GROUPS,
+  UsageService,
+  adminUsageQueryParams,
+  parseUsageQuery,
+  sqlOf,
+  usageQueryParams,
+} from '@app/common';
+import { AdminOnly } from '../auth/access.decorator';
+import { Caller } from '../auth/auth-context';
+import type { AuthContext } from '../auth/auth-context';
+import { parseInput } from '../common/validation';
+
+/** Usage reports: a tenant's own (`/v1/usage`, API key) and any organization's (`/admin/usage`, admin token). */
+@Controller()
+export class UsageController {
+  private readonly usage: UsageService;
+  private readonly orgs: AdminOrgsService;
+
+  constructor(prisma: PrismaService) {
+    this.usage = new UsageService(prisma.pool);
+    this.orgs = new AdminOrgsService(sqlOf(prisma.pool));
+  }
+
+  /** The caller's organization only: the org id comes from the key, never from the request. */
+  @Get('v1/usage')
+  tenant(@Caller() caller: AuthContext, @Query() params: unknown) {
+    const query = parseUsageQuery(parseInput(usageQueryParams, params ?? {}), USAGE_GROUPS);
+    return this.usage.report(query, caller.orgId);
+  }
+
+  @Get('admin/usage')
+  @AdminOnly()
+  async admin(@Query() params: unknown) {
+    const input = parseInput(adminUsageQueryParams, params ?? {});
+    const query = parseUsageQuery(input, ADMIN_USAGE_GROUPS);
+    const org = input.org === undefined ? null : await this.orgs.byName(input.org);
+    return this.usage.report(query, org?.id ?? null);
+  }
+}

@@ -1,0 +1,38 @@
+import type { Pool } from 'pg';
+import type { AdminService } from '@app/common/admin/admin.service';
+import type { UsageService } from '@app/common/usage/usage.service';
+
+/**
+ * What a command works with, loaded and made on first use, on one small pg pool. The modules are
+ * required here, by their own paths, rather than at the top, so that `--help` and a usage error load
+ * nothing, and nothing loads the libs/common barrel (Nest, BullMQ, socket.io, ioredis) or Prisma's
+ * client (the admin services run plain SQL): a command starts in a fraction of a second.
+ */
+export class CliServices {
+  private pool: Pool | undefined;
+
+  constructor(private readonly databaseUrl: string) {}
+
+  async admin(): Promise<AdminService> {
+    const { AdminService } = await import('@app/common/admin/admin.service');
+    return new AdminService(await this.pg());
+  }
+
+  async usage(): Promise<UsageService> {
+    const { UsageService } = await import('@app/common/usage/usage.service');
+    return new UsageService(await this.pg());
+  }
+
+  private async pg(): Promise<Pool> {
+    const { createPool } = await import('@app/common/prisma/pool');
+    // Two connections at most: a command runs its statements one after another (a transaction holds one).
+    this.pool ??= createPool(this.databaseUrl, 2);
+    return this.pool;
+  }
+
+  async close(): Promise<void> {
+    if (this.pool && !this.pool.ending) {
+      await this.pool.end();
+    }
+  }
+}

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { AppError } from '../errors/app-error';
+import { MODEL_ID, check, isUniqueViolation, iso, modelIdSchema } from './admin-input';
+import { findOrgByName } from './orgs.service';
+import type { Sql } from './sql';
+
+export interface AddModelInput {
+  id: string;
+  maxOutputTokens?: number;
+  ownedBy?: string;
+}
+
+interface ModelRow {
+  id: string;
+  max_output_tokens: number | null;
+  owned_by: string;
+  created_at: Date;
+}
+
+const maxOutputTokensSchema = z.number().int().min(1).max(1_000_000);
+const ownedBySchema = z.string().min(1).max(64);
+
+const modelJson = (m: ModelRow) => ({
+  id: m.id,
+  max_output_tokens: m.max_output_tokens,
+  owned_by: m.owned_by,
+  created_at: iso(m.created_at),
+});
+
+/** Operators' operations on the model catalog and on which organization may use which model. */
+export class AdminModelsService {
+  constructor(private readonly sql: Sql) {}
+
+  async add(input: AddModelInput) {
+    const id = check(modelIdSchema, input.id, 'id');
+    const maxOutputTokens =
+      input.maxOutputTokens === undefined
+        ? null
+        : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
+    const ownedBy = input.ownedBy === undefined ? null : check(ownedBySchema, input.ownedBy, 'owned_by');
+    try {
+      const [row] = await this.sql.query<ModelRow>(
+        `INSERT INTO models (id, max_output_tokens, owned_by) VALUES ($1, $2::int, coalesce($3, 'switchyard'))
+         RETURNING *`,
+        [id, maxOutputTokens, ownedBy],
+      );
+      return modelJson(row);
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        throw new AppError('conflict', `model '${id}' already exists`, 'id');
+      }
+      throw error;
+    }
+  }
+
+  async list() {
+    const models = await this.sql.query<ModelRow & { enabled_for: string[] | null }>(
+      `SELECT m.*, (SELECT array_agg(o.name) FROM org_models om JOIN organizations o ON o.id = om.org_id
+                     WHERE om.model_id = m.id) AS enabled_for
+       FROM models m ORDER BY m.id`,
+    );
+    return models.map((m) => ({ ...modelJson(m), enabled_for: (m.enabled_for ?? []).sort() }));
+  }
+
+  async enable(modelId: string, orgName: string) {
+    const org = await findOrgByName(this.sql, orgName);
+    const model = await this.byId(modelId);
+    await this.sql.query(
+      'INSERT INTO org_models (org_id, model_id) VALUES ($1::uuid, $2) ON CONFLICT (org_id, model_id) DO NOTHING',
+      [org.id, model.id],
+    );
+    return { model: model.id, org: org.name, enabled: true };
+  }
+
+  async disable(modelId: string, orgName: string) {
+    const org = await findOrgByName(this.sql, orgName);
+    const model = await this.byId(modelId);
+    await this.sql.query('DELETE FROM org_models WHERE org_id = $1::uuid AND model_id = $2', [org.id, model.id]);
+    return { model: model.id, org: org.name, enabled: false };
+  }
+
+  private async byId(id: string) {
+    const [model] = MODEL_ID.test(id) ? await this.sql.query<ModelRow>('SELECT * FROM models WHERE id = $1', [id]) : [];
+    if (!model) {
+      throw new AppError('model_not_found', `model '${id}' does not exist`, 'model');
+    }
+    return model;
+  }
+}

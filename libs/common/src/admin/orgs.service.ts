@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { AppError } from '../errors/app-error';
+import { check, isUniqueViolation, iso, orgNameSchema } from './admin-input';
+import type { Sql } from './sql';
+
+/** New limits of an org: a number sets it, null removes it (unlimited), undefined leaves it as it is. */
+export interface LimitsInput {
+  rpm?: number | null;
+  concurrency?: number | null;
+  maxQueued?: number | null;
+}
+
+/** An organization row as the admin services read it. */
+export interface OrgRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  rpm_limit: number | null;
+  concurrency_limit: number | null;
+  max_queued: number | null;
+}
+
+const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
+
+const limitsJson = (o: OrgRow) => ({ rpm: o.rpm_limit, concurrency: o.concurrency_limit, max_queued: o.max_queued });
+
+/** The organization with that name, or 404 org_not_found (what every admin operation on an org starts with). */
+export async function findOrgByName(sql: Sql, name: string): Promise<OrgRow> {
+  const [org] = await sql.query<OrgRow>('SELECT * FROM organizations WHERE name = $1', [
+    check(orgNameSchema, name, 'org'),
+  ]);
+  if (!org) {
+    throw new AppError('org_not_found', `organization '${name}' does not exist`, 'org');
+  }
+  return org;
+}
+
+/** Operators' operations on organizations (tenants). */
+export class AdminOrgsService {
+  constructor(private readonly sql: Sql) {}
+
+  /** The organization with that name, or 404 org_not_found. */
+  byName(name: string) {
+    return findOrgByName(this.sql, name);
+  }
+
+  async create(name: string) {
+    const valid = check(orgNameSchema, name, 'name');
+    try {
+      const [org] = await this.sql.query<OrgRow>(
+        'INSERT INTO organizations (id, name) VALUES (gen_random_uuid(), $1) RETURNING *',
+        [valid],
+      );
+      return { id: org.id, name: org.name, created_at: iso(org.created_at) };
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        throw new AppError('conflict', `organization '${valid}' already exists`, 'name');
+      }
+      throw error;
+    }
+  }
+
+  /** Sets an org's limits (requests per minute, concurrent requests, queued jobs per model). */
+  async setLimits(orgName: string, input: LimitsInput) {
+    const changes: [string, number | null][] = [];
+    if (input.rpm !== undefined) {
+      changes.push(['rpm_limit', check(limitSchema, input.rpm, 'rpm')]);
+    }
+    if (input.concurrency !== undefined) {
+      changes.push(['concurrency_limit', check(limitSchema, input.concurrency, 'concurrency')]);
+    }
+    if (input.maxQueued !== undefined) {
+      changes.push(['max_queued', check(limitSchema, input.maxQueued, 'max_queued')]);
+    }
+    const org = await findOrgByName(this.sql, orgName);
+    const set = changes.map(([column], i) => `${column} = $${i + 2}`).join(', ');
+    const [row] = changes.length
+      ? await this.sql.query<OrgRow>(`UPDATE organizations SET ${set} WHERE id = $1::uuid RETURNING *`, [
+          org.id,
+          ...changes.map(([, value]) => value),
+        ])
+      : [org];
+    return { id: row.id, name: row.name, limits: limitsJson(row) };
+  }
+
+  async list() {
+    const orgs = await this.sql.query<OrgRow & { active_keys: unknown; models: unknown; devices: unknown }>(
+      `SELECT o.*,
+         (SELECT count(*) FROM api_keys k WHERE k.org_id = o.id AND k.revoked_at IS NULL
+            AND (k.expires_at IS NULL OR k.expires_at > now())) AS active_keys,
+         (SELECT count(*) FROM org_models m WHERE m.org_id = o.id) AS models,
+         (SELECT count(*) FROM devices d WHERE d.org_id = o.id) AS devices
+       FROM organizations o ORDER BY o.name`,
+    );
+    return orgs.map((o) => ({
+      id: o.id,
+      name: o.name,
+      created_at: iso(o.created_at),
+      limits: limitsJson(o),
+      active_keys: Number(o.active_keys),
+      models: Number(o.models),
+      devices: Number(o.devices),
+    }));
+  }
+}

@@ -1,0 +1,257 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { AdminService } from '@app/common';
+import { cli, closeDb, createTenant, db, http, sleep, startApi } from '../support/stack';
+import type { Api, Tenant } from '../support/stack';
+import {
+  API_KEY_FORMAT,
+  adminAuth,
+  assertOpenAIError,
+  bearer,
+  httpFrom,
+  humanRecord,
+  loopbackAddress,
+  sha256,
+  stopApis,
+} from './helpers';
+
+const HOUR_MS = 3_600_000;
+
+/** Key rotation (HTTP and CLI) and last_used_at: the old key works through its grace and is refused after it. */
+describe('API key rotation and last use', () => {
+  let api: Api;
+  let tenant: Tenant;
+
+  /** This suite's own client address: it provokes 401s on purpose (see loopbackAddress). */
+  const client = loopbackAddress();
+  const models = (key: string) => httpFrom(client, 'GET', `${api.url}/v1/models`, bearer(key));
+  const admin = (method: string, path: string, body?: unknown) =>
+    http(method, `${api.url}${path}`, { headers: adminAuth(), body });
+  const listKeys = async (org: string) => {
+    const res = await admin('GET', `/admin/orgs/${org}/keys`);
+    assert.equal(res.status, 200, res.text);
+    return res.body.data as Record<string, any>[];
+  };
+
+  /**
+   * Polls until the key is refused. The api caches a key lookup for half a second; the bound is
+   * generous on purpose (a loaded machine).
+   */
+  async function until401(key: string) {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const res = await models(key);
+      if (res.status === 401 || Date.now() > deadline) {
+        return res;
+      }
+      assert.equal(res.status, 200, res.text);
+      await sleep(50);
+    }
+  }
+
+  beforeAll(async () => {
+    tenant = await createTenant([]);
+    api = await startApi();
+  });
+
+  afterAll(async () => {
+    await stopApis(api);
+    await closeDb();
+  });
+
+  test('POST /admin/keys/{id}/rotate: both keys work during the grace; after it the old key gets the 401 of a revoked key', async () => {
+    const org = tenant.org.name;
+    const old = await new AdminService(db()).keys.create({ org, label: 'ci' });
+    const before = Date.now();
+    const rotated = await admin('POST', `/admin/keys/${old.id}/rotate`, { grace: '2h' });
+    assert.equal(rotated.status, 201, rotated.text);
+    const body = rotated.body;
+    expect(Object.keys(body).sort()).toEqual(
+      [
+        'created_at',
+        'expires_at',
+        'id',
+        'key',
+        'label',
+        'org',
+        'prefix',
+        'rotated_from',
+        'rotated_from_expires_at',
+      ].sort(),
+    );
+    assert.match(body.key, API_KEY_FORMAT);
+    assert.ok(body.key.startsWith(body.prefix));
+    expect([body.org, body.label, body.expires_at, body.rotated_from]).toEqual([org, 'ci', null, old.id]);
+    const graceEnd = Date.parse(body.rotated_from_expires_at);
+    assert.ok(graceEnd >= before + 2 * HOUR_MS && graceEnd <= Date.now() + 2 * HOUR_MS, body.rotated_from_expires_at);
+    const row = await db().apiKey.findUniqueOrThrow({ where: { id: body.id } });
+    expect([row.hash, row.orgId, row.rotatedFromId]).toEqual([sha256(body.key), tenant.org.id, old.id]);
+
+    // Inside the grace both keys work.
+    assert.equal((await models(old.key)).status, 200);
+    assert.equal((await models(body.key)).status, 200);
+
+    const listed = await listKeys(org);
+    const oldEntry = listed.find((k) => k.id === old.id)!;
+    const newEntry = listed.find((k) => k.id === body.id)!;
+    expect(oldEntry).toEqual({
+      id: old.id,
+      prefix: old.prefix,
+      label: 'ci',
+      status: 'active',
+      created_at: old.created_at,
+      expires_at: body.rotated_from_expires_at,
+      revoked_at: null,
+      last_used_at: oldEntry.last_used_at,
+      rotated_from: null,
+      rotated_to: body.id,
+    });
+    expect(newEntry).toEqual({
+      id: body.id,
+      prefix: body.prefix,
+      label: 'ci',
+      status: 'active',
+      created_at: body.created_at,
+      expires_at: null,
+      revoked_at: null,
+      last_used_at: newEntry.last_used_at,
+      rotated_from: old.id,
+      rotated_to: null,
+    });
+
+    // The grace passes (moved in the database, as time would move it).
+    await db().apiKey.update({ where: { id: old.id }, data: { expiresAt: new Date(Date.now() - 1_000) } });
+    const refused = await until401(old.key);
+    const revoked = await new AdminService(db()).keys.create({ org });
+    await new AdminService(db()).keys.revoke(revoked.id);
+    const revokedAnswer = await models(revoked.key);
+    assertOpenAIError(refused, 401, 'invalid_api_key', null);
+    assert.equal(refused.text, revokedAnswer.text);
+    assert.equal((await models(body.key)).status, 200);
+    expect((await listKeys(org)).find((k) => k.id === old.id)!.status).toBe('expired');
+  });
+
+  test('key rotate --grace 0 (CLI): the old key is refused at once, the new one works', async () => {
+    const t = await createTenant([]);
+    assert.equal((await models(t.key)).status, 200);
+    const res = await cli(['key', 'rotate', t.keyId, '--grace', '0']);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /Store this key now: it is not shown again\./);
+    const record = humanRecord(res.stdout);
+    assert.match(record.key, API_KEY_FORMAT);
+    assert.equal(record.rotated_from, t.keyId);
+    assert.equal(record.org, t.org.name);
+    const old = await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } });
+    assert.equal(old.expiresAt?.toISOString(), record.rotated_from_expires_at);
+    assert.ok(old.expiresAt.getTime() <= Date.now());
+
+    assertOpenAIError(await until401(t.key), 401, 'invalid_api_key', null);
+    assert.equal((await models(record.key)).status, 200);
+
+    // --json and the default grace of 24 h; the list shows the chain old → new → newest.
+    const json = await cli(['--json', 'key', 'rotate', record.id]);
+    assert.equal(json.code, 0, json.stderr);
+    assert.equal(json.stderr, '');
+    const newest = JSON.parse(json.stdout);
+    const graceEnd = Date.parse(newest.rotated_from_expires_at) - Date.now();
+    assert.ok(graceEnd > 23.9 * HOUR_MS && graceEnd <= 24 * HOUR_MS, newest.rotated_from_expires_at);
+    const list = await cli(['--json', 'key', 'list', '--org', t.org.name]);
+    const chain = JSON.parse(list.stdout).data.map((k: any) => [k.id, k.status, k.rotated_from, k.rotated_to]);
+    expect(chain).toEqual([
+      [t.keyId, 'expired', null, record.id],
+      [record.id, 'active', t.keyId, newest.id],
+      [newest.id, 'active', record.id, null],
+    ]);
+    const human = await cli(['key', 'list', '--org', t.org.name]);
+    assert.match(human.stdout.split('\n')[0], /EXPIRES_AT\s+REVOKED_AT\s+LAST_USED_AT\s+ROTATED_FROM\s+ROTATED_TO/);
+  });
+
+  test('revoked, expired, already rotated and unknown keys, and a bad grace, are refused and change nothing', async () => {
+    const t = await createTenant([]);
+    const keys = new AdminService(db()).keys;
+    const revoked = await keys.create({ org: t.org.name });
+    await keys.revoke(revoked.id);
+    const expired = await keys.create({ org: t.org.name, expiresIn: '1h' });
+    await db().apiKey.update({ where: { id: expired.id }, data: { expiresAt: new Date(Date.now() - 1_000) } });
+    const first = await admin('POST', `/admin/keys/${t.keyId}/rotate`);
+    assert.equal(first.status, 201, first.text);
+    const count = () => db().apiKey.count({ where: { orgId: t.org.id } });
+    const keysBefore = await count();
+    const expiryBefore = (await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } })).expiresAt;
+
+    const revokedAnswer = await admin('POST', `/admin/keys/${revoked.id}/rotate`, { grace: '1h' });
+    const error = assertOpenAIError(revokedAnswer, 409, 'conflict', 'id');
+    assert.equal(error.message, `API key '${revoked.id}' is revoked and cannot be rotated; create a new key instead`);
+    const expiredAnswer = assertOpenAIError(await admin('POST', `/admin/keys/${expired.id}/rotate`), 409, 'conflict');
+    assert.match(expiredAnswer.message, /has expired and cannot be rotated/);
+    const twice = assertOpenAIError(await admin('POST', `/admin/keys/${t.keyId}/rotate`), 409, 'conflict', 'id');
+    assert.equal(twice.message, `API key '${t.keyId}' was already rotated (to '${first.body.id}')`);
+    assertOpenAIError(await admin('POST', `/admin/keys/${randomUUID()}/rotate`), 404, 'key_not_found', 'id');
+    assertOpenAIError(await admin('POST', '/admin/keys/not-a-uuid/rotate'), 404, 'key_not_found', 'id');
+    for (const grace of ['1', '-1h', '24 h', '3651d', '0s', 'forever']) {
+      const bad = assertOpenAIError(
+        await admin('POST', `/admin/keys/${first.body.id}/rotate`, { grace }),
+        400,
+        'invalid_request',
+        'grace',
+      );
+      assert.equal(
+        bad.message,
+        'grace must be 0 or a number followed by s, m, h or d (e.g. 24h), at most 3650d',
+        `grace ${grace}`,
+      );
+    }
+    assertOpenAIError(await admin('POST', `/admin/keys/${first.body.id}/rotate`, { grace: 5 }), 400, 'invalid_request');
+    assertOpenAIError(
+      await admin('POST', `/admin/keys/${first.body.id}/rotate`, { grace: '1h', label: 'x' }),
+      400,
+      'invalid_request',
+      'label',
+    );
+    const viaCli = await cli(['key', 'rotate', revoked.id]);
+    assert.equal(viaCli.code, 1);
+    assert.equal(
+      viaCli.stderr,
+      `error: API key '${revoked.id}' is revoked and cannot be rotated; create a new key instead (conflict)\n`,
+    );
+    const badGrace = await cli(['--json', 'key', 'rotate', first.body.id, '--grace', '2w']);
+    assert.equal(badGrace.code, 1);
+    assert.equal(JSON.parse(badGrace.stderr).error.param, 'grace');
+
+    assert.equal(await count(), keysBefore);
+    const after = await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } });
+    assert.equal(after.expiresAt?.getTime(), expiryBefore?.getTime());
+    assert.equal((await db().apiKey.findUniqueOrThrow({ where: { id: first.body.id } })).expiresAt, null);
+  });
+
+  test('a rotation never extends a key that expires before the grace ends', async () => {
+    const t = await createTenant([]);
+    const short = await new AdminService(db()).keys.create({ org: t.org.name, expiresIn: '1h' });
+    const res = await admin('POST', `/admin/keys/${short.id}/rotate`, { grace: '30d' });
+    assert.equal(res.status, 201, res.text);
+    assert.equal(res.body.rotated_from_expires_at, short.expires_at);
+  });
+
+  test('last_used_at: null until the key is used, then the time of a use', async () => {
+    const t = await createTenant([]);
+    const entry = async () => (await listKeys(t.org.name)).find((k) => k.id === t.keyId)!;
+    assert.equal((await entry()).last_used_at, null);
+    const human = await cli(['key', 'list', '--org', t.org.name]);
+    assert.match(human.stdout, /LAST_USED_AT/);
+
+    const before = Date.now();
+    assert.equal((await models(t.key)).status, 200);
+    const after = Date.now();
+    // Written in the background (batched every few seconds); a generous bound for a busy machine.
+    const deadline = Date.now() + 30_000;
+    let seen: string | null = null;
+    while (seen === null && Date.now() < deadline) {
+      await sleep(250);
+      seen = (await entry()).last_used_at;
+    }
+    assert.ok(seen, 'last_used_at was not written');
+    const usedAt = Date.parse(seen);
+    // The api stamps the use with its own clock, on this same machine.
+    assert.ok(usedAt >= before - 5 && usedAt <= after + 5, `last_used_at ${seen} not in [${before}, ${after}]`);
+  });
+});

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { createDevice, createTenant, http, uniq } from '../support/stack';
+import type { Tenant } from '../support/stack';
+import { adminAuth, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
+import { MESSAGES, Relay } from '../relay-api/helpers';
+import { validateOpenApiDocument } from './validate-document';
+
+/** What a check saw: every documented route that real answers were checked against, by status. */
+const checked = new Map<string, Set<number>>();
+
+/**
+ * GET /openapi.json: a valid OpenAPI 3.1 document, and real answers of the api (successes and errors,
+ * public, tenant and admin routes) that match the schemas it gives for them.
+ */
+describe('OpenAPI document', () => {
+  const relay = new Relay();
+  let tenant: Tenant;
+  let doc: any;
+  let ajv: Ajv2020;
+  /** A real task's address (the tenant test's completion), for the admin's task route. */
+  let taskAddress = '';
+  const model = `${uniq('openapi')}/Doc-Model:Q4_0`;
+
+  /** Validates a real answer against the document's schema for (method, path template, status). */
+  function conforms(method: string, template: string, res: { status: number; body: unknown; text: string }) {
+    const operation = doc.paths[template]?.[method.toLowerCase()];
+    assert.ok(operation, `${method} ${template} is not in the document`);
+    const response = operation.responses[String(res.status)];
+    assert.ok(response, `${method} ${template} answered ${res.status}, which the document does not list: ${res.text}`);
+    const schema = response.content?.['application/json']?.schema;
+    assert.ok(schema?.$ref, `${method} ${template} ${res.status} has no JSON schema in the document`);
+    const validate = ajv.getSchema(`openapi.json${schema.$ref}`) ?? ajv.compile({ $ref: `openapi.json${schema.$ref}` });
+    const ok = validate(res.body);
+    assert.ok(
+      ok,
+      `${method} ${template} ${res.status} does not match ${schema.$ref}: ${ajv.errorsText(validate.errors)}\n${res.text}`,
+    );
+    const seen = checked.get(`${method} ${template}`) ?? new Set<number>();
+    seen.add(res.status);
+    checked.set(`${method} ${template}`, seen);
+  }
+
+  const call = async (
+    method: string,
+    template: string,
+    path: string,
+    opts: { body?: unknown; headers?: Record<string, string> } = {},
+  ) => {
+    const res = await http(method, `${relay.api.url}${path}`, opts);
+    conforms(method, template, res);
+    return res;
+  };
+  const asAdmin = (method: string, template: string, path: string, body?: unknown) =>
+    call(method, template, path, { body, headers: adminAuth() });
+  const asTenant = (method: string, template: string, path: string, body?: unknown) =>
+    call(method, template, path, { body, headers: bearer(tenant.key) });
+
+  beforeAll(async () => {
+    await relay.start();
+    tenant = await createTenant([model]);
+    const device = await createDevice();
+    await relay.device(device.token, { models: [model], tokens: 5 });
+    const res = await http('GET', `${relay.api.url}/openapi.json`);
+    assert.equal(res.status, 200, res.text);
+    doc = res.body;
+    ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(ajv);
+    ajv.addSchema(doc, 'openapi.json');
+  });
+
+  afterAll(() => relay.stop());
+
+  test('GET /openapi.json needs no credentials and is a valid OpenAPI 3.1 document', async () => {
+    assert.equal(doc.openapi, '3.1.0');
+    const result = await validateOpenApiDocument(doc);
+    assert.ok(result.valid, JSON.stringify(result.errors, null, 2));
+    // Request schemas come from the validating zod schemas: a field the chat DTO knows is there.
+    const chat = doc.paths['/v1/chat/completions'].post.requestBody.content['application/json'].schema;
+    expect(Object.keys(chat.properties)).toEqual(expect.arrayContaining(['model', 'messages', 'temperature', 'tools']));
+    expect(chat.required).toEqual(['messages']);
+    const usage = doc.paths['/v1/usage'].get.parameters.map((p: any) => [p.name, p.in, p.required]);
+    expect(usage).toEqual([
+      ['from', 'query', false],
+      ['to', 'query', false],
+      ['group_by', 'query', false],
+    ]);
+  });
+
+  test('tenant routes: real answers match the documented schemas', async () => {
+    await call('GET', '/healthz', '/healthz');
+    await call('GET', '/readyz', '/readyz');
+    await call('GET', '/api/version', '/api/version');
+    await asTenant('GET', '/v1/models', '/v1/models');
+    await asTenant('GET', '/v1/models/{model}', `/v1/models/${model.replaceAll('/', '%2F')}`);
+    await asTenant('GET', '/v1/models/{model}', '/v1/models/no-such-model');
+    const completion = await asTenant('POST', '/v1/chat/completions', '/v1/chat/completions', {
+      model,
+      messages: MESSAGES,
+    });
+    assert.equal(completion.status, 200, completion.text);
+    taskAddress = completion.body.task_address;
+    await asTenant('POST', '/v1/chat/completions', '/v1/chat/completions', { model, messages: [] });
+    await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/${completion.body.task_address}`);
+    await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/network:${randomUUID()}`);
+    await asTenant('GET', '/v1/usage', '/v1/usage?group_by=model,key,day,hour,mode,status');
+    await asTenant('GET', '/v1/usage', '/v1/usage?group_by=region');
+    const ollama = await asTenant('POST', '/api/chat', '/api/chat', { model, messages: MESSAGES });
+    assert.equal(ollama.status, 200, ollama.text);
+    await asTenant('POST', '/api/chat', '/api/chat', { model, messages: 'hello' });
+    await asTenant('GET', '/api/tags', '/api/tags');
+    const unauthorized = await httpFrom(loopbackAddress(), 'GET', `${relay.api.url}/v1/usage`);
+    conforms('GET', '/v1/usage', unauthorized);
+  });
+
+  test('admin routes: real answers match the documented schemas', async () => {
+    const name = uniq('openapi-org');
+    await asAdmin('POST', '/admin/orgs', '/admin/orgs', { name });
+    await asAdmin('POST', '/admin/orgs', '/admin/orgs', { name });
+    await asAdmin('GET', '/admin/orgs', '/admin/orgs');
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { rpm: 60, concurrency: null });
+    const key = await asAdmin('POST', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`, { label: 'doc' });
+    const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {
+      grace: '1h',
+    });
+    assert.equal(rotated.status, 201, rotated.text);
+    await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`);
+    await asAdmin('GET', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`);
+    await asAdmin('DELETE', '/admin/keys/{id}', `/admin/keys/${rotated.body.id}`);
+    await asAdmin('DELETE', '/admin/keys/{id}', `/admin/keys/${randomUUID()}`);
+    const id = `${uniq('openapi-vendor')}/Model:Q8_0`;
+    await asAdmin('POST', '/admin/models', '/admin/models', { id, max_output_tokens: 100 });
+    await asAdmin('POST', '/admin/models', '/admin/models', { id: 'has space' });
+    await asAdmin('GET', '/admin/models', '/admin/models');
+    const path = `/admin/orgs/${name}/models/${id.replaceAll('/', '%2F')}`;
+    await asAdmin('PUT', '/admin/orgs/{org}/models/{model}', path);
+    await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);
+    const device = await asAdmin('POST', '/admin/devices', '/admin/devices', { name: 'doc-device', org: name });
+    await asAdmin('GET', '/admin/devices', '/admin/devices');
+    await asAdmin('DELETE', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
+    await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/${taskAddress}`);
+    await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);
+    await asAdmin('GET', '/admin/usage', '/admin/usage?group_by=org,model');
+    await asAdmin('GET', '/admin/usage', `/admin/usage?org=${uniq('nobody')}`);
+    const denied = await http('GET', `${relay.api.url}/admin/orgs`);
+    conforms('GET', '/admin/orgs', denied);
+  });
+
+  test('every documented route was checked against a real answer', () => {
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops as object).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    // /metrics answers text and /openapi.json this document: not JSON bodies with a schema to check.
+    const missing = documented.filter((r) => !checked.has(r) && !['GET /metrics', 'GET /openapi.json'].includes(r));
+    expect(missing).toEqual([]);
+  });
+});

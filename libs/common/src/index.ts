@@ -32,3 +32,4 @@ export * from './usage/usage-query';
 export * from './usage/usage.service';
 export * from './usage/usage-fold';
 export * from './usage/task-usage-source';
+export * from './live/live-state';

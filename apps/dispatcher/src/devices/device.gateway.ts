@@ -27,6 +27,7 @@ import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceAuth } from './device-auth.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceSession } from './device-session';
+import { DeviceStates } from './device-states.service';
 import type { DeviceSocket } from './device-session';
 import { EventBudget } from './event-budget';
 import { PresenceService } from './presence.service';
@@ -55,6 +56,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     private readonly registry: DeviceRegistry,
     private readonly presence: PresenceService,
     private readonly policy: AnnouncePolicy,
+    private readonly states: DeviceStates,
     private readonly metrics: DispatcherMetrics,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -108,6 +110,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     }
     this.logger.info({ deviceId: session.id, name: socket.data.name, pool: session.pool }, 'device connected');
     this.auth.touch(session.id);
+    this.states.connected(session);
 
     // Every event counts against the device's budget, at its size on the wire.
     const budget = new EventBudget(this.config.DEVICE_MAX_EVENTS_PER_SECOND, this.config.DEVICE_MAX_BYTES_PER_SECOND);
@@ -206,6 +209,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       return;
     }
     this.auth.touch(session.id);
+    this.states.gone(session);
     this.registry.events.onGone(session);
     this.presence
       .withdraw(session)

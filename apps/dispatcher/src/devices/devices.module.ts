@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
+import { InstancesModule } from '../instances/instances.module';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceAuth } from './device-auth.service';
 import { DeviceGateway } from './device.gateway';
 import { DeviceRegistry } from './device-registry.service';
+import { DeviceStates } from './device-states.service';
 import { DeviceMetrics } from './device-metrics';
 import { HealthController } from './health.controller';
 import { PolicyRefresh } from './policy-refresh.service';
@@ -14,7 +16,17 @@ import { PresenceService } from './presence.service';
  */
 @Module({
   controllers: [HealthController],
-  providers: [DeviceRegistry, DeviceAuth, AnnouncePolicy, PresenceService, PolicyRefresh, DeviceGateway, DeviceMetrics],
-  exports: [DeviceRegistry, DeviceGateway],
+  imports: [InstancesModule],
+  providers: [
+    DeviceRegistry,
+    DeviceStates,
+    DeviceAuth,
+    AnnouncePolicy,
+    PresenceService,
+    PolicyRefresh,
+    DeviceGateway,
+    DeviceMetrics,
+  ],
+  exports: [DeviceRegistry, DeviceGateway, DeviceStates],
 })
 export class DevicesModule {}

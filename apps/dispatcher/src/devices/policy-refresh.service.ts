@@ -5,6 +5,7 @@ import type { Logger } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
+import { DeviceStates } from './device-states.service';
 import { PresenceService } from './presence.service';
 
 /** How often a slice of the connected devices has its models checked again. */
@@ -27,6 +28,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     private readonly registry: DeviceRegistry,
     private readonly policy: AnnouncePolicy,
     private readonly presence: PresenceService,
+    private readonly states: DeviceStates,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -69,6 +71,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     }
     this.logger.info({ deviceId: session.id, models }, 'the models a device may serve changed');
     session.serve(models, [...session.features], session.available);
+    this.states.announced(session);
     this.registry.events.onAnnounced(session);
     this.presence
       .publish(session)

@@ -1,0 +1,167 @@
+import type { EndGuard, Ending, TaskEvent } from '@app/common';
+import { Flight } from './flight';
+import type { FlightHooks, FlightState } from './flight';
+
+/** Hooks that record what the flight asked for; `ends` says what the repository answers. */
+function hooks(ends: (guard: EndGuard) => boolean = () => true) {
+  const calls = {
+    ended: [] as { ending: Ending; guard: EndGuard }[],
+    withdrawn: [] as boolean[],
+    changes: [] as { from: FlightState; to: FlightState; outcome: string | null }[],
+  };
+  const impl: FlightHooks = {
+    endTask: async (_f, ending, guard) => {
+      calls.ended.push({ ending, guard });
+      return ends(guard);
+    },
+    withdraw: async (_f, waiting) => {
+      calls.withdrawn.push(waiting);
+    },
+    changed: (f, from, outcome) => calls.changes.push({ from, to: f.state, outcome }),
+  };
+  return { impl, calls };
+}
+
+const task = {
+  taskId: 't',
+  address: 'network:t',
+  mode: 'network' as const,
+  model: 'm',
+  line: 'l',
+  api: 'openai' as const,
+};
+const timeouts = { queueMs: 1_000, idleMs: 2_000, streamMs: 10_000 };
+
+async function drain(flight: Flight): Promise<TaskEvent[]> {
+  const out: TaskEvent[] = [];
+  for await (const event of flight.events()) {
+    out.push(event);
+  }
+  return out;
+}
+
+const entry = (attempt: number | null, seq: number, events: TaskEvent[]) => ({ attempt, seq, events });
+const delta = (content: string): TaskEvent => ({ type: 'delta', choices: [{ index: 0, content }] });
+
+describe('Flight', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it('goes queued → assigned → streaming → ended, and hands the events over in order', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    flight.onEntry(entry(1, 1, [delta('a'), delta('b')]));
+    flight.onEntry(entry(1, 3, [{ type: 'done', finish_reasons: ['stop'], usage: null }]));
+    expect((await drain(flight)).map((e) => e.type)).toEqual(['assigned', 'delta', 'delta', 'done']);
+    expect(calls.changes).toEqual([
+      { from: 'queued', to: 'assigned', outcome: null },
+      { from: 'assigned', to: 'streaming', outcome: null },
+      { from: 'streaming', to: 'ended', outcome: 'completed' },
+    ]);
+    expect(calls.ended).toEqual([]);
+  });
+
+  it('drops repeated entries and older attempts; a gap ends the task with relay_interrupted', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }, delta('a')]));
+    flight.onEntry(entry(1, 1, [delta('a')]));
+    flight.onEntry(entry(0, 0, [delta('old')]));
+    flight.onEntry(entry(1, 5, [delta('after a gap')]));
+    await jest.runOnlyPendingTimersAsync();
+    const events = await drain(flight);
+    expect(events.filter((e) => e.type === 'delta')).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'relay_interrupted' });
+    expect(calls.ended[0]).toMatchObject({
+      ending: { status: 'failed', errorCode: 'relay_interrupted' },
+      guard: 'any',
+    });
+  });
+
+  it('a later attempt after output reached the client ends it with device_disconnected', async () => {
+    const { impl } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }, delta('a')]));
+    flight.onEntry(entry(2, 0, [{ type: 'assigned', device_id: 'e', attempt: 2 }]));
+    await jest.runOnlyPendingTimersAsync();
+    expect((await drain(flight)).at(-1)).toMatchObject({ type: 'error', code: 'device_disconnected' });
+  });
+
+  it('a requeue before any output goes back to queued, and the next attempt starts over', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    flight.onEntry(entry(1, 1, [{ type: 'requeued', reason: 'device_disconnected' }]));
+    expect(flight.state).toBe('queued');
+    flight.onEntry(entry(2, 0, [{ type: 'assigned', device_id: 'e', attempt: 2 }, delta('x')]));
+    flight.onEntry(entry(2, 2, [{ type: 'done', finish_reasons: ['stop'], usage: null }]));
+    expect((await drain(flight)).map((e) => e.type)).toEqual(['assigned', 'requeued', 'assigned', 'delta', 'done']);
+    expect(calls.changes.map((c) => c.to)).toEqual(['assigned', 'queued', 'assigned', 'streaming', 'ended']);
+  });
+
+  it('the queue timeout ends a waiting task only while it waits, and withdraws its job', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    jest.advanceTimersByTime(timeouts.queueMs);
+    await jest.runOnlyPendingTimersAsync();
+    const events = await drain(flight);
+    expect(events).toEqual([expect.objectContaining({ type: 'error', code: 'queue_timeout' })]);
+    expect(calls.ended[0]).toMatchObject({
+      ending: { status: 'timed_out', errorCode: 'queue_timeout' },
+      guard: 'queued',
+    });
+    expect(calls.withdrawn).toEqual([true]);
+  });
+
+  it('a queue timeout that loses the race to a device leaves the flight going', async () => {
+    const { impl } = hooks((guard) => guard !== 'queued');
+    const flight = new Flight(task, timeouts, impl);
+    jest.advanceTimersByTime(timeouts.queueMs);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(flight.ended).toBe(false);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    expect(flight.state).toBe('assigned');
+    flight.stopTimers();
+  });
+
+  it('a silent device: device_timeout after the idle time, every event resets it', async () => {
+    const { impl } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    jest.advanceTimersByTime(timeouts.idleMs - 1);
+    flight.onEntry(entry(1, 1, [delta('still here')]));
+    jest.advanceTimersByTime(timeouts.idleMs - 1);
+    expect(flight.ended).toBe(false);
+    jest.advanceTimersByTime(1);
+    await jest.runOnlyPendingTimersAsync();
+    expect((await drain(flight)).at(-1)).toMatchObject({ type: 'error', code: 'device_timeout' });
+  });
+
+  it('a task whose ending never arrived (its state already terminal) ends with relay_interrupted', async () => {
+    const { impl } = hooks(() => false);
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    jest.advanceTimersByTime(timeouts.idleMs);
+    await jest.runOnlyPendingTimersAsync();
+    expect((await drain(flight)).at(-1)).toMatchObject({ type: 'error', code: 'relay_interrupted' });
+  });
+
+  it('the client going away: a waiting task ends cancelled and its job is withdrawn; a running one is stopped', async () => {
+    const waiting = hooks();
+    const queued = new Flight(task, timeouts, waiting.impl);
+    await queued.abandon();
+    expect(waiting.calls.ended[0]).toMatchObject({ ending: { status: 'cancelled' }, guard: 'queued' });
+    expect(waiting.calls.withdrawn).toEqual([true]);
+    expect(await drain(queued)).toEqual([]);
+
+    const running = hooks();
+    const assigned = new Flight(task, timeouts, running.impl);
+    assigned.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    await assigned.abandon();
+    expect(running.calls.ended).toEqual([]);
+    expect(running.calls.withdrawn).toEqual([false]);
+    expect(running.calls.changes.at(-1)).toMatchObject({ to: 'ended', outcome: 'cancelled' });
+  });
+});

@@ -9,13 +9,15 @@ import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { UsageController } from './usage/usage.controller';
 import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
-import { ChatCompletionsController } from './completions/chat-completions.controller';
+import { ChatCompletionsController, ChatCompletionsHandler } from './completions/chat-completions.controller';
+import { OpenGpuController } from './completions/opengpu.controller';
 import { HealthController } from './health/health.controller';
 import { InfraModule } from './infra/infra.module';
 import { IntakeModule } from './intake/intake.module';
 import { FlightModule } from './flight/flight.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { ModelsModule } from './models/models.module';
+import { OllamaChatHandler } from './ollama/ollama-chat.handler';
 import { OllamaController } from './ollama/ollama.controller';
 import { TasksController } from './tasks/tasks.controller';
 
@@ -42,12 +44,18 @@ export class AppModule {
         HealthController,
         ChatCompletionsController,
         OllamaController,
+        OpenGpuController,
         TasksController,
         UsageController,
         AdminController,
         OpenApiController,
       ],
-      providers: [UsageFoldService, { provide: APP_FILTER, useClass: AllExceptionsFilter }],
+      providers: [
+        ChatCompletionsHandler,
+        OllamaChatHandler,
+        UsageFoldService,
+        { provide: APP_FILTER, useClass: AllExceptionsFilter },
+      ],
     };
   }
 }

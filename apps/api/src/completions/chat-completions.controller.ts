@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Post, Res } from '@nestjs/common';
+import { Body, Controller, Inject, Injectable, Post, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG } from '@app/common';
 import type { AppConfig } from '@app/common';
@@ -8,19 +8,21 @@ import { setIgnoredParams } from '../common/ignored-params';
 import { IntakeService } from '../intake/intake.service';
 import { follow, respond } from '../responder/responder';
 import { OpenAIFormat, completionId } from './chat-completion.renderer';
-import { parseChatCompletion } from './create-chat-completion.dto';
+import { ignoredParams, parseChatCompletion } from './create-chat-completion.dto';
+import type { ParseOptions } from './create-chat-completion.dto';
 
-@Controller('v1/chat')
-export class ChatCompletionsController {
+/** Serves an OpenAI chat completion request; shared by /v1/chat/completions and its OpenGPU alias. */
+@Injectable()
+export class ChatCompletionsHandler {
   constructor(
     private readonly intake: IntakeService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  @Post('completions')
-  async create(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
-    const request = parseChatCompletion(body, this.config.DEFAULT_MODEL);
-    setIgnoredParams(reply, request.ignored);
+  async handle(caller: AuthContext, body: unknown, reply: FastifyReply, options: ParseOptions = {}): Promise<void> {
+    // Before validation, so that a 400 carries the header too: the client learns of every ignored field at once.
+    setIgnoredParams(reply, ignoredParams(body));
+    const request = parseChatCompletion(body, this.config.DEFAULT_MODEL, options);
     const { flight, headers } = await this.intake.start(caller, {
       ...request,
       api: 'openai',
@@ -44,5 +46,15 @@ export class ChatCompletionsController {
       request.params.n ?? 1,
     );
     await respond(reply, flight, format, request.stream);
+  }
+}
+
+@Controller('v1/chat')
+export class ChatCompletionsController {
+  constructor(private readonly handler: ChatCompletionsHandler) {}
+
+  @Post('completions')
+  create(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
+    return this.handler.handle(caller, body, reply);
   }
 }

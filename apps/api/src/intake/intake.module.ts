@@ -10,6 +10,6 @@ import { PresenceService } from './presence.service';
 @Module({
   imports: [FlightModule, LimitsModule, ModelsModule, QueueModule],
   providers: [PresenceService, IntakeService],
-  exports: [IntakeService],
+  exports: [IntakeService, PresenceService],
 })
 export class IntakeModule {}

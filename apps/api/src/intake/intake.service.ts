@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { APP_CONFIG, AppError, LOGGER, lineName, queueName, requiredFeatures, taskAddress } from '@app/common';
+import { APP_CONFIG, AppError, LOGGER, lineName, queueName, requirements, taskAddress } from '@app/common';
 import type { AppConfig, ChatParams, Logger } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import type { Flight } from '../flight/flight';
@@ -74,12 +74,13 @@ export class IntakeService {
           ? Math.min(request.params.max_tokens, model.maxOutputTokens)
           : request.params.max_tokens,
     };
-    const requires = requiredFeatures(params, request.includeUsage);
+    const needs = requirements(params, request.includeUsage);
+    const requires = needs.map((r) => r.feature);
     const route = await this.presence.route({
       orgId: caller.orgId,
       model: model.id,
       mode: request.mode,
-      requires,
+      requires: needs,
       networkAllowed: caller.network,
     });
     const id = randomUUID();

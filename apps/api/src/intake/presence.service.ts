@@ -2,20 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { AppError, LOGGER, NETWORK_POOL, decodePresenceMember, keys } from '@app/common';
-import type { Feature, Logger } from '@app/common';
+import type { Feature, Logger, Requirement } from '@app/common';
 import { REDIS, SUB_REDIS } from '../infra/redis.module';
-
-/** The request parameter behind each feature, for unsupported_by_node errors. */
-const FEATURE_PARAM: Record<Feature, string> = {
-  tools: 'tools',
-  json_object: 'response_format',
-  json_schema: 'response_format',
-  logprobs: 'logprobs',
-  n: 'n',
-  stream_usage: 'stream_options',
-  logit_bias: 'logit_bias',
-  reasoning_effort: 'reasoning_effort',
-};
 
 /**
  * What this instance remembers of a (pool, model)'s presence. Dispatchers announce every change on a
@@ -35,7 +23,8 @@ export interface RouteRequest {
   orgId: string;
   model: string;
   mode: 'auto' | 'direct' | 'network';
-  requires: Feature[];
+  /** The features the request needs, each with the field that needs it (named in unsupported_by_node). */
+  requires: Requirement[];
   /** The org lets its prompts go to the shared network. */
   networkAllowed: boolean;
 }
@@ -93,6 +82,32 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
+   * What is online for a model in the pools a caller may use (its org's, and the network unless it
+   * keeps off it): each device's features, and until when the latest of them is known to be there
+   * (devices renew this continuously). Read from Redis, for the Ollama model routes (/api/show, /api/ps).
+   */
+  async serving(
+    orgId: string,
+    model: string,
+    networkAllowed: boolean,
+  ): Promise<{ features: Feature[][]; until: number | null }> {
+    const pools = networkAllowed ? [orgId, NETWORK_POOL] : [orgId];
+    const now = Date.now();
+    const answers = await Promise.all(
+      pools.map((pool) => this.redis.zrangebyscore(keys.presence(pool, model), now, '+inf', 'WITHSCORES')),
+    );
+    const features: Feature[][] = [];
+    let until: number | null = null;
+    for (const flat of answers) {
+      for (let i = 0; i < flat.length; i += 2) {
+        features.push(decodePresenceMember(flat[i]).features);
+        until = Math.max(until ?? 0, Number(flat[i + 1]));
+      }
+    }
+    return { features, until };
+  }
+
+  /**
    * The cache is trusted to route a request, never to refuse one: a refusal is checked against Redis
    * itself, so that a device that has just come online (its announcement still on the way) is found.
    */
@@ -114,7 +129,7 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
       mode === 'network' ? Promise.resolve([]) : this.online(orgId, model, fresh),
       useNetwork ? this.online(NETWORK_POOL, model, fresh) : Promise.resolve([]),
     ]);
-    const supports = (features: Feature[]) => requires.every((f) => features.includes(f));
+    const supports = (features: Feature[]) => requires.every((r) => features.includes(r.feature));
     if (direct.some(supports)) {
       return { pool: orgId, mode: 'direct' };
     }
@@ -134,11 +149,11 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
         { 'retry-after': '5' },
       );
     }
-    const missing = requires.find((f) => !online.some((features) => features.includes(f))) ?? requires[0];
+    const missing = requires.find((r) => !online.some((features) => features.includes(r.feature))) ?? requires[0];
     throw new AppError(
       'unsupported_by_node',
-      `No online device serving '${model}' supports '${missing}'.`,
-      FEATURE_PARAM[missing],
+      `No online device serving '${model}' supports '${missing.feature}' (needed by '${missing.param}').`,
+      missing.param,
     );
   }
 }

@@ -4,8 +4,22 @@ import type { ChatMessage, ChatParams, ResponseFormat } from '@app/common';
 import { DEFAULT_MAX_TOKENS } from '../completions/create-chat-completion.dto';
 import { paramPath } from '../common/validation';
 
-/** Top-level fields of Ollama's /api/chat that Switchyard acts on. */
-const KNOWN = new Set(['model', 'messages', 'stream', 'mode', 'think', 'format', 'tools', 'options', 'keep_alive']);
+/**
+ * Top-level fields of Ollama's /api/chat that Switchyard acts on (keep_alive is known, and ignored).
+ * `temperature` at the top level is the OpenGPU relay's; Ollama itself takes it under `options`.
+ */
+const KNOWN = new Set([
+  'model',
+  'messages',
+  'stream',
+  'mode',
+  'think',
+  'format',
+  'tools',
+  'options',
+  'keep_alive',
+  'temperature',
+]);
 /** Options Switchyard maps; any other option is accepted and listed as ignored. */
 const KNOWN_OPTIONS = new Set(['temperature', 'top_p', 'num_predict', 'stop', 'presence_penalty', 'frequency_penalty']);
 
@@ -26,7 +40,9 @@ export const schema = z.object({
   model: z.string().min(1, 'model is required').max(200),
   messages: z.array(message).min(1, 'must contain at least one message'),
   stream: z.boolean().optional(),
-  mode: z.enum(['auto', 'direct', 'network']).optional(),
+  // `opengpu` is the OpenGPU relay's name for the shared pool: a synonym of `network`.
+  mode: z.enum(['auto', 'direct', 'network', 'opengpu']).optional(),
+  temperature: z.number().min(0).max(2).optional(),
   think: z.union([z.boolean(), z.enum(['low', 'medium', 'high'])]).optional(),
   format: z.union([z.literal('json'), z.record(z.string(), z.unknown())]).optional(),
   tools: z
@@ -65,6 +81,28 @@ export interface OllamaChatRequest {
   ignored: string[];
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => Boolean(v) && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The sent fields that have no effect: unknown top-level ones, keep_alive, and the options
+ * Switchyard does not map (as `options.<name>`). Worked out before validation, so that an error
+ * answer carries the header too.
+ */
+export function ollamaIgnoredParams(raw: unknown): string[] {
+  if (!isRecord(raw)) {
+    return [];
+  }
+  const sent = Object.keys(raw).filter((k) => raw[k] !== null);
+  const options = isRecord(raw.options) ? raw.options : {};
+  return [
+    ...sent.filter((k) => !KNOWN.has(k)),
+    ...(sent.includes('keep_alive') ? ['keep_alive'] : []),
+    ...Object.keys(options)
+      .filter((k) => !KNOWN_OPTIONS.has(k) && options[k] !== null)
+      .map((k) => `options.${k}`),
+  ];
+}
+
 /**
  * Validates an Ollama /api/chat request and maps it onto the request devices receive. Unlike Ollama,
  * `stream` defaults to false here (documented in docs/api.md).
@@ -94,13 +132,9 @@ export function parseOllamaChat(raw: unknown): OllamaChatRequest {
     }
   });
   const options = b.options ?? {};
-  const ignored = [
-    ...Object.keys(input).filter((k) => !KNOWN.has(k)),
-    ...(b.keep_alive !== undefined ? ['keep_alive'] : []),
-    ...Object.keys(options)
-      .filter((k) => !KNOWN_OPTIONS.has(k) && options[k] !== null)
-      .map((k) => `options.${k}`),
-  ];
+  const ignored = ollamaIgnoredParams(input);
+  // Both are accepted; Ollama's own place wins when both are sent.
+  const temperature = options.temperature ?? b.temperature;
 
   let callCount = 0;
   const messages: ChatMessage[] = b.messages.map((m): ChatMessage => {
@@ -133,7 +167,7 @@ export function parseOllamaChat(raw: unknown): OllamaChatRequest {
   const params: ChatParams = {
     messages,
     max_tokens: numPredict ?? DEFAULT_MAX_TOKENS,
-    ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+    ...(temperature !== undefined ? { temperature } : {}),
     ...(options.top_p !== undefined ? { top_p: options.top_p } : {}),
     ...(options.stop !== undefined ? { stop: typeof options.stop === 'string' ? [options.stop] : options.stop } : {}),
     ...(options.presence_penalty !== undefined ? { presence_penalty: options.presence_penalty } : {}),
@@ -142,5 +176,6 @@ export function parseOllamaChat(raw: unknown): OllamaChatRequest {
     ...(b.tools?.length ? { tools: b.tools } : {}),
     ...(effort ? { reasoning_effort: effort } : {}),
   };
-  return { model: b.model, mode: b.mode ?? 'auto', stream: b.stream ?? false, params, ignored };
+  const mode = b.mode === 'opengpu' ? 'network' : (b.mode ?? 'auto');
+  return { model: b.model, mode, stream: b.stream ?? false, params, ignored };
 }

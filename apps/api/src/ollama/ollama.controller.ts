@@ -1,15 +1,12 @@
-import { createHash } from 'node:crypto';
 import { Body, Controller, Get, HttpCode, Post, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { Public } from '../auth/access.decorator';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
+import { PresenceService } from '../intake/presence.service';
 import { ModelsService } from '../models/models.service';
-import { setIgnoredParams } from '../common/ignored-params';
-import { IntakeService } from '../intake/intake.service';
-import { follow, respond } from '../responder/responder';
-import { parseOllamaChat } from './ollama-chat.dto';
-import { OllamaFormat, OllamaRenderer } from './ollama.renderer';
+import { OllamaChatHandler } from './ollama-chat.handler';
+import { ollamaDetails, ollamaDigest, parseShow, psEntry, showResponse } from './ollama-models';
 
 /** The Ollama API version Switchyard's /api routes follow (reported by /api/version). */
 export const OLLAMA_COMPAT_VERSION = '0.12.0';
@@ -21,8 +18,9 @@ export const OLLAMA_COMPAT_VERSION = '0.12.0';
 @Controller('api')
 export class OllamaController {
   constructor(
-    private readonly intake: IntakeService,
+    private readonly chatHandler: OllamaChatHandler,
     private readonly models: ModelsService,
+    private readonly presence: PresenceService,
   ) {}
 
   @Get('version')
@@ -31,10 +29,7 @@ export class OllamaController {
     return { version: OLLAMA_COMPAT_VERSION };
   }
 
-  /**
-   * The caller's enabled models in Ollama's format. Devices hold the weights, so size and digest
-   * are placeholders: size 0, and a digest of the model id (stable, not of any file).
-   */
+  /** The caller's enabled models in Ollama's format. */
   @Get('tags')
   async tags(@Caller() caller: AuthContext) {
     const rows = await this.models.listRows(caller.orgId);
@@ -44,36 +39,37 @@ export class OllamaController {
         model: m.id,
         modified_at: m.createdAt.toISOString(),
         size: 0,
-        digest: createHash('sha256').update(m.id).digest('hex'),
-        details: {
-          parent_model: '',
-          format: '',
-          family: '',
-          families: null,
-          parameter_size: '',
-          quantization_level: '',
-        },
+        digest: ollamaDigest(m.id),
+        details: ollamaDetails(m.id),
       })),
+    };
+  }
+
+  /** One enabled model: details from its id, capabilities from the devices online for it now. */
+  @Post('show')
+  @HttpCode(200)
+  async show(@Caller() caller: AuthContext, @Body() body: unknown) {
+    const model = await this.models.get(caller.orgId, parseShow(body));
+    const { features } = await this.presence.serving(caller.orgId, model.id, caller.network);
+    return showResponse(model, features);
+  }
+
+  /** The enabled models with a device online for the caller (Ollama's "running" models). */
+  @Get('ps')
+  async ps(@Caller() caller: AuthContext) {
+    const rows = await this.models.listRows(caller.orgId);
+    const online = await Promise.all(rows.map((m) => this.presence.serving(caller.orgId, m.id, caller.network)));
+    return {
+      models: rows.flatMap((m, i) => {
+        const until = online[i].until;
+        return until !== null ? [psEntry(m, until)] : [];
+      }),
     };
   }
 
   @Post('chat')
   @HttpCode(200)
-  async chat(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
-    const startedAt = performance.now();
-    const request = parseOllamaChat(body);
-    setIgnoredParams(reply, request.ignored);
-    const { flight, headers } = await this.intake.start(caller, {
-      ...request,
-      includeUsage: false,
-      api: 'ollama',
-      requestId: reply.request.id,
-    });
-    void reply.headers(headers);
-    if (!follow(reply, flight)) {
-      return;
-    }
-    const render = new OllamaRenderer(request.model, flight.task.mode, flight.task.address, startedAt);
-    await respond(reply, flight, new OllamaFormat(render), request.stream);
+  chat(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
+    return this.chatHandler.handle(caller, body, reply);
   }
 }

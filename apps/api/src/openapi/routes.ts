@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { usageQueryParams } from '@app/common';
 import { chatCompletionSchema } from '../completions/create-chat-completion.dto';
 import { schema as ollamaChatSchema } from '../ollama/ollama-chat.dto';
+import { showSchema as ollamaShowSchema } from '../ollama/ollama-models';
 import { ADMIN_ROUTES } from './admin-routes';
 import * as api from './schemas';
 
@@ -135,6 +136,55 @@ export const ROUTES: RouteDoc[] = [
       description: 'The answer; with `stream: true`, NDJSON lines (done: false … then done: true)',
       json: api.ollamaChat,
       other: { 'application/x-ndjson': 'One JSON object per line' },
+    },
+    errors: [400, 404, 413, 502, 504],
+  },
+  {
+    method: 'post',
+    path: '/api/show',
+    summary: 'Show a model (Ollama-compatible)',
+    tag: 'Ollama',
+    auth: 'api_key',
+    body: { schema: ollamaShowSchema, required: true },
+    ok: { status: 200, description: 'The model', json: api.ollamaShow },
+    errors: [400, 404],
+  },
+  {
+    method: 'get',
+    path: '/api/ps',
+    summary: 'Models with a device online (Ollama-compatible)',
+    tag: 'Ollama',
+    auth: 'api_key',
+    ok: { status: 200, description: 'The models', json: api.ollamaPs },
+    errors: [],
+  },
+  {
+    method: 'post',
+    path: '/v2/ollama/api/chat',
+    summary: 'Chat, at the OpenGPU relay’s path (alias of /api/chat)',
+    tag: 'Ollama',
+    auth: 'api_key',
+    body: { schema: ollamaChatSchema, required: true },
+    ok: {
+      status: 200,
+      description: 'As /api/chat',
+      json: api.ollamaChat,
+      other: { 'application/x-ndjson': 'One JSON object per line' },
+    },
+    errors: [400, 404, 413, 502, 504],
+  },
+  {
+    method: 'post',
+    path: '/v2/vllm/v1/chat/completions',
+    summary: 'Chat completion, at the OpenGPU relay’s vLLM path (direct mode only)',
+    tag: 'Chat',
+    auth: 'api_key',
+    body: { schema: chatCompletionSchema, required: true },
+    ok: {
+      status: 200,
+      description: 'As /v1/chat/completions, always in direct mode',
+      json: api.chatCompletion,
+      other: { 'text/event-stream': 'data: {ChatCompletionChunk}\\n\\n … data: [DONE]\\n\\n' },
     },
     errors: [400, 404, 413, 502, 504],
   },

@@ -212,6 +212,14 @@ export const ollamaChat = named(
     eval_duration: z.number().int(),
   }),
 );
+const ollamaDetails = z.strictObject({
+  parent_model: z.string(),
+  format: z.string(),
+  family: z.string(),
+  families: z.array(z.string()).nullable(),
+  parameter_size: z.string(),
+  quantization_level: z.string(),
+});
 export const ollamaTags = named(
   'OllamaTags',
   'The models enabled for the caller’s organization, as Ollama lists them (size and digest are placeholders).',
@@ -223,14 +231,38 @@ export const ollamaTags = named(
         modified_at: iso,
         size: z.number().int(),
         digest: z.string(),
-        details: z.strictObject({
-          parent_model: z.string(),
-          format: z.string(),
-          family: z.string(),
-          families: z.array(z.string()).nullable(),
-          parameter_size: z.string(),
-          quantization_level: z.string(),
-        }),
+        details: ollamaDetails,
+      }),
+    ),
+  }),
+);
+export const ollamaShow = named(
+  'OllamaShow',
+  'One enabled model as Ollama describes it: details from its id, capabilities from the devices online for it.',
+  z.strictObject({
+    license: z.string(),
+    modelfile: z.string(),
+    parameters: z.string(),
+    template: z.string(),
+    details: ollamaDetails,
+    model_info: z.record(z.string(), z.union([z.string(), z.number()])),
+    capabilities: z.array(z.enum(['completion', 'tools', 'thinking'])),
+    modified_at: iso,
+  }),
+);
+export const ollamaPs = named(
+  'OllamaPs',
+  'The enabled models with a device online for the caller (Ollama’s running models); sizes are placeholders.',
+  z.strictObject({
+    models: z.array(
+      z.strictObject({
+        name: z.string(),
+        model: z.string(),
+        size: z.number().int(),
+        digest: z.string(),
+        details: ollamaDetails,
+        expires_at: iso,
+        size_vram: z.number().int(),
       }),
     ),
   }),

@@ -51,6 +51,23 @@ export const responseFormatSchema = z.discriminatedUnion('type', [
 ]);
 export type ResponseFormat = z.infer<typeof responseFormatSchema>;
 
+/** OpenAI's `web_search_options`: how much context to search for, and where the user roughly is. */
+export const webSearchOptionsSchema = z.object({
+  search_context_size: z.enum(['low', 'medium', 'high']).optional(),
+  user_location: z
+    .object({
+      type: z.literal('approximate'),
+      approximate: z.object({
+        city: z.string().max(200).optional(),
+        country: z.string().max(200).optional(),
+        region: z.string().max(200).optional(),
+        timezone: z.string().max(200).optional(),
+      }),
+    })
+    .optional(),
+});
+export type WebSearchOptions = z.infer<typeof webSearchOptionsSchema>;
+
 export const chatParamsSchema = z.object({
   messages: z.array(chatMessageSchema).min(1),
   max_tokens: z.number().int().min(1),
@@ -67,6 +84,13 @@ export const chatParamsSchema = z.object({
   top_logprobs: z.number().int().min(0).max(20).optional(),
   logit_bias: z.record(z.string(), z.number()).optional(),
   reasoning_effort: z.enum(['low', 'medium', 'high']).optional(),
+  /** OpenAI's web search settings, for a device set up for web search (feature `web_search`); passed on as sent. */
+  web_search_options: webSearchOptionsSchema.optional(),
+  /**
+   * vLLM's extension: when a stop string ends the output, the stop string is part of it (by default,
+   * as OpenAI does, it is not). Older devices drop the field and follow the default.
+   */
+  include_stop_str_in_output: z.boolean().optional(),
   /** Whether the device should report usage; always true, devices report it when they can. */
   stream_usage: z.boolean().optional(),
 });
@@ -82,37 +106,60 @@ export const FEATURES = [
   'stream_usage',
   'logit_bias',
   'reasoning_effort',
+  // Last: presence lists and announces carry names, so a new feature only needs adding here.
+  'web_search',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 
-/** The features a request needs from the device that serves it. */
-export function requiredFeatures(params: ChatParams, streamUsage: boolean): Feature[] {
-  const needs: Feature[] = [];
+/** A feature a request needs, and the request field that needs it (the `param` of unsupported_by_node). */
+export interface Requirement {
+  feature: Feature;
+  param: string;
+}
+
+/**
+ * What a request needs from the device that serves it, each with the field at its origin. A tool
+ * result in the conversation needs tools as much as `tools` does: a runtime without tool support
+ * cannot render it into the prompt (the result would be dropped or garble the template).
+ */
+export function requirements(params: ChatParams, streamUsage: boolean): Requirement[] {
+  const needs: Requirement[] = [];
+  const toolMessage = params.messages.findIndex((m) => m.role === 'tool');
   if (params.tools?.length) {
-    needs.push('tools');
+    needs.push({ feature: 'tools', param: 'tools' });
+  } else if (toolMessage >= 0) {
+    needs.push({ feature: 'tools', param: `messages[${toolMessage}]` });
   }
   if (params.response_format?.type === 'json_object') {
-    needs.push('json_object');
+    needs.push({ feature: 'json_object', param: 'response_format' });
   }
   if (params.response_format?.type === 'json_schema') {
-    needs.push('json_schema');
+    needs.push({ feature: 'json_schema', param: 'response_format' });
   }
   if (params.logprobs) {
-    needs.push('logprobs');
+    needs.push({ feature: 'logprobs', param: 'logprobs' });
   }
   if ((params.n ?? 1) > 1) {
-    needs.push('n');
+    needs.push({ feature: 'n', param: 'n' });
   }
   if (streamUsage) {
-    needs.push('stream_usage');
+    needs.push({ feature: 'stream_usage', param: 'stream_options' });
   }
   if (params.logit_bias && Object.keys(params.logit_bias).length > 0) {
-    needs.push('logit_bias');
+    needs.push({ feature: 'logit_bias', param: 'logit_bias' });
   }
   if (params.reasoning_effort) {
-    needs.push('reasoning_effort');
+    needs.push({ feature: 'reasoning_effort', param: 'reasoning_effort' });
+  }
+  if (params.web_search_options) {
+    needs.push({ feature: 'web_search', param: 'web_search_options' });
   }
   return needs;
+}
+
+/** The features a request needs from the device that serves it. */
+export function requiredFeatures(params: ChatParams, streamUsage: boolean): Feature[] {
+  return requirements(params, streamUsage).map((r) => r.feature);
 }
 
 export const finishReasonSchema = z.enum(['stop', 'length', 'tool_calls']);

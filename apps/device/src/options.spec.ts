@@ -55,6 +55,54 @@ void describe('parseArgs', () => {
     });
   });
 
+  void it('takes --server more than once, keeping server as the first', () => {
+    const { options } = parse([
+      '--model',
+      'x',
+      '--server',
+      'http://10.0.0.2:8081/',
+      '--server',
+      'http://127.0.0.1:8081',
+    ]);
+    expect(options?.servers).toEqual(['http://127.0.0.1:8081', 'http://10.0.0.2:8081']);
+    assert.equal(options?.server, 'http://127.0.0.1:8081');
+    const refused = parse(['--model', 'x', '--server', 'http://h:1/path']);
+    assert.equal(refused.exitCode, USAGE_EXIT_CODE);
+    assert.match(refused.stderr, /without a path/);
+  });
+
+  void it('reads several dispatchers from SWITCHYARD_SERVER, comma-separated', () => {
+    const previous = process.env.SWITCHYARD_SERVER;
+    process.env.SWITCHYARD_SERVER = 'http://a:1, http://b:2';
+    try {
+      const result = parseArgs(['node', 'device', '--token', TOKEN, '--model', 'x'], {
+        writeOut: () => undefined,
+        writeErr: () => undefined,
+      });
+      assert.ok(result.ok);
+      expect(result.options.servers).toEqual(['http://a:1', 'http://b:2']);
+      assert.equal(result.options.server, 'http://a:1');
+    } finally {
+      if (previous === undefined) {
+        delete process.env.SWITCHYARD_SERVER;
+      } else {
+        process.env.SWITCHYARD_SERVER = previous;
+      }
+    }
+  });
+
+  void it('declares web_search only when asked to', () => {
+    const sim = (args: string[]) =>
+      (parse(['--model', 'x', ...args]).options?.backend.options as { features: string[] }).features;
+    expect(sim([])).not.toContain('web_search');
+    expect(sim(['--web-search'])).toContain('web_search');
+    expect(sim(['--sim-features', 'tools,web_search'])).toEqual(['tools', 'web_search']);
+    const ollama = parse(['--backend', 'ollama', '--web-search']).options?.backend.options;
+    expect(ollama).toMatchObject({ webSearch: true });
+    const listed = parse(['--backend', 'ollama', '--web-search', '--features', 'tools']).options?.backend.options;
+    expect(listed).toMatchObject({ features: ['tools', 'web_search'], webSearch: true });
+  });
+
   void it('keeps the sim backend as it was', () => {
     const { options } = parse(['--model', 'a=b', '--sim-tokens', '3']);
     assert.equal(options?.backend.name, 'sim');

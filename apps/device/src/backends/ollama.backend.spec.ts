@@ -12,6 +12,25 @@ const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> 
     ...extra,
   });
 
+void describe('ollamaChatRequest: web search and stop text', () => {
+  void it('passes web_search_options on, and leaves the stop strings to the device when they are kept', () => {
+    const params: ChatParams = {
+      messages: [{ role: 'user', content: 'news?' }],
+      max_tokens: 8,
+      stop: ['END'],
+      include_stop_str_in_output: true,
+      web_search_options: { search_context_size: 'high' },
+    };
+    const body = ollamaChatRequest('m', params);
+    expect(body.web_search_options).toEqual({ search_context_size: 'high' });
+    expect(body.options).toEqual({ num_predict: 8 });
+    expect(ollamaChatRequest('m', { ...params, include_stop_str_in_output: undefined }).options).toEqual({
+      num_predict: 8,
+      stop: ['END'],
+    });
+  });
+});
+
 void describe('ollamaChatRequest', () => {
   void it('maps roles, tool calls (arguments as objects) and tool results (with the tool name)', () => {
     const params: ChatParams = {

@@ -7,6 +7,7 @@ import type { ProbeResult } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
 import { UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
+import { stopTextFilter } from './upstream/stop-text';
 import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, tokenLogprob, toolCallId, watched } from './upstream/upstream-options';
 
 /**
@@ -98,7 +99,9 @@ export function ollamaChatRequest(model: string, params: ChatParams, thinkLevels
   if (params.top_p !== undefined) {
     options.top_p = params.top_p;
   }
-  if (params.stop?.length) {
+  // With include_stop_str_in_output the device watches for the stop strings itself (StopTextFilter):
+  // Ollama stops on them without showing them.
+  if (params.stop?.length && !params.include_stop_str_in_output) {
     options.stop = params.stop;
   }
   if (params.presence_penalty !== undefined) {
@@ -131,6 +134,11 @@ export function ollamaChatRequest(model: string, params: ChatParams, thinkLevels
   if (params.logprobs) {
     body.logprobs = true;
     body.top_logprobs = params.top_logprobs ?? 0;
+  }
+  // Ollama itself has no web search in /api/chat: a device declares web_search (--web-search) only
+  // when a proxy in front of Ollama does the searching, and that proxy reads this field.
+  if (params.web_search_options) {
+    body.web_search_options = params.web_search_options;
   }
   return body;
 }
@@ -249,6 +257,7 @@ export class OllamaBackend extends UpstreamBackend {
       backend: this.name,
       mapping: options.models,
       featureOverride: options.features,
+      extraFeatures: options.webSearch ? ['web_search'] : [],
       defaultFeatures: OLLAMA_FEATURES,
       discoveryIntervalMs: options.discoveryIntervalMs,
       healthIntervalMs: options.healthIntervalMs,
@@ -317,6 +326,13 @@ export class OllamaBackend extends UpstreamBackend {
       }
     }
     const stream = new OllamaChatStream(params.top_logprobs ?? 0);
+    const stopText = stopTextFilter(params, 1);
+    const emit = (deltas: ChoiceDelta[]) => {
+      const out = stopText ? stopText.filter(deltas) : deltas;
+      if (out.length > 0) {
+        sink.delta(out);
+      }
+    };
     for await (const line of readLines(res, url, signal)) {
       if (signal.aborted) {
         throw cancelledError();
@@ -326,15 +342,26 @@ export class OllamaBackend extends UpstreamBackend {
       }
       const delta = stream.push(line);
       if (delta) {
-        sink.delta([delta]);
+        emit([delta]);
       }
-      if (stream.done) {
+      if (stream.done || stopText?.done) {
         break;
       }
     }
     if (signal.aborted) {
       throw cancelledError();
     }
-    return stream.result();
+    if (!stopText) {
+      return stream.result();
+    }
+    if (stopText.done) {
+      // The stop string came: Ollama was left before its final line, which carries the counts.
+      return stopText.result(null);
+    }
+    const held = stopText.drain();
+    if (held.length > 0) {
+      sink.delta(held);
+    }
+    return stopText.result(stream.result());
   }
 }

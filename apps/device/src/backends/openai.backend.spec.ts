@@ -78,6 +78,23 @@ void describe('openaiChatRequest', () => {
   });
 });
 
+void describe('openaiChatRequest: web search and stop text', () => {
+  void it('passes web_search_options on, and leaves the stop strings to the device when they are kept', () => {
+    const params: ChatParams = {
+      messages: [{ role: 'user', content: 'news?' }],
+      max_tokens: 8,
+      stop: ['END'],
+      include_stop_str_in_output: true,
+      web_search_options: { search_context_size: 'low' },
+    };
+    const body = openaiChatRequest('m', params);
+    expect(body.web_search_options).toEqual({ search_context_size: 'low' });
+    assert.equal(body.stop, undefined);
+    assert.equal(body.include_stop_str_in_output, undefined);
+    expect(openaiChatRequest('m', { ...params, include_stop_str_in_output: undefined }).stop).toEqual(['END']);
+  });
+});
+
 void describe('OpenAIChatStream', () => {
   void it('relays content and reasoning, and reads finish reason and usage', () => {
     const stream = new OpenAIChatStream(1, false, 0);

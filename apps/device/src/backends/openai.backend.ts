@@ -22,6 +22,7 @@ import {
   streamError,
 } from './upstream/http-client';
 import { SseDecoder } from './upstream/sse';
+import { stopTextFilter } from './upstream/stop-text';
 import type { SseEvent } from './upstream/sse';
 import type { ProbeResult } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
@@ -83,13 +84,16 @@ export function openaiChatRequest(model: string, params: ChatParams): Record<str
     'tool_choice',
     'logit_bias',
     'reasoning_effort',
+    'web_search_options',
   ] as const;
   for (const key of passThrough) {
     if (params[key] !== undefined) {
       body[key] = params[key];
     }
   }
-  if (params.stop?.length) {
+  // With include_stop_str_in_output the device watches for the stop strings itself (StopTextFilter):
+  // only vLLM knows the option, and a runtime that stops on them never shows them.
+  if (params.stop?.length && !params.include_stop_str_in_output) {
     body.stop = params.stop;
   }
   if (params.logprobs) {
@@ -347,6 +351,7 @@ export class OpenAIBackend extends UpstreamBackend {
       backend: this.name,
       mapping: options.models,
       featureOverride: options.features,
+      extraFeatures: options.webSearch ? ['web_search'] : [],
       defaultFeatures: OPENAI_FEATURES,
       discoveryIntervalMs: options.discoveryIntervalMs,
       healthIntervalMs: options.healthIntervalMs,
@@ -408,23 +413,30 @@ export class OpenAIBackend extends UpstreamBackend {
     }
     const n = Math.min(MAX_CHOICES, Math.max(1, params.n ?? 1));
     const stream = new OpenAIChatStream(n, Boolean(params.logprobs), params.top_logprobs ?? 0);
+    const stopText = stopTextFilter(params, n);
     const decoder = new SseDecoder();
     const emit = (deltas: ChoiceDelta[]) => {
       if (signal.aborted) {
         throw cancelledError();
       }
-      if (deltas.length > 0) {
-        sink.delta(deltas);
+      const out = stopText ? stopText.filter(deltas) : deltas;
+      if (out.length > 0) {
+        sink.delta(out);
       }
     };
     for await (const line of readLines(res, url, signal)) {
       const event = decoder.line(line);
       if (event) {
         emit(stream.push(event));
-        if (stream.done) {
+        if (stream.done || stopText?.done) {
           break;
         }
       }
+    }
+    if (stopText?.done) {
+      // Every choice met a stop string: the runtime was left before it counted tokens.
+      emit(stream.drain());
+      return stopText.result(null);
     }
     if (!stream.done) {
       const last = decoder.end();
@@ -435,7 +447,11 @@ export class OpenAIBackend extends UpstreamBackend {
     if (signal.aborted) {
       throw cancelledError();
     }
+    const held = stopText?.drain() ?? [];
+    if (held.length > 0) {
+      sink.delta(held);
+    }
     emit(stream.drain());
-    return stream.result();
+    return stopText ? stopText.result(stream.result()) : stream.result();
   }
 }

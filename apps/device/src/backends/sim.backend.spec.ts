@@ -103,6 +103,24 @@ void describe('SimBackend', () => {
     expect(result.finish_reasons).toEqual(['stop']);
   });
 
+  void it('keeps the stop string at the end with include_stop_str_in_output', async () => {
+    const full = (await run(fast(), params())).content[0];
+    const words = full.split(' ');
+    const stop = words[6].slice(2) + ' ' + words[7];
+    const at = full.indexOf(stop);
+    const { content, result } = await run(fast(), params({ stop: [stop], include_stop_str_in_output: true }));
+    assert.equal(content[0], full.slice(0, at + stop.length));
+    assert.ok(content[0].endsWith(stop));
+    expect(result.finish_reasons).toEqual(['stop']);
+  });
+
+  void it('counts the tokens of every choice in completion_tokens with n > 1', async () => {
+    const { deltas, result } = await run(fast({ tokens: 5 }), params({ n: 2 }));
+    const pieces = deltas.flat().filter((d) => d.content !== undefined).length;
+    assert.equal(pieces, 10);
+    assert.equal(result.usage?.completion_tokens, 10);
+  });
+
   void it('reports length when the stop string lies beyond max_tokens', async () => {
     const full = (await run(fast(), params())).content[0];
     const words = full.split(' ');

@@ -35,7 +35,17 @@ export interface SimOptions {
   features: Feature[];
 }
 
-export const SIM_DEFAULTS = { ttftMs: 200, tokensPerSecond: 20, tokens: 64, features: [...FEATURES] } as const;
+/**
+ * Every feature but web_search by default: a sim answers as if it had searched (it ignores the
+ * options), so declaring web search is left to the operator (--web-search or --sim-features), as on
+ * a real runtime, and requests that need it stay refused unless a device was set up for them.
+ */
+export const SIM_DEFAULTS = {
+  ttftMs: 200,
+  tokensPerSecond: 20,
+  tokens: 64,
+  features: FEATURES.filter((f) => f !== 'web_search'),
+} as const;
 
 /** Plain lowercase words: nothing that needs JSON escaping, so every reply is valid inside a JSON string. */
 const VOCABULARY: readonly string[] = [
@@ -322,7 +332,11 @@ export class SimBackend implements Backend {
       return { steps, finish: 'tool_calls' };
     }
 
-    const pieces = truncateAtStop(this.contentPieces(params, seed), params.stop ?? []);
+    const pieces = truncateAtStop(
+      this.contentPieces(params, seed),
+      params.stop ?? [],
+      params.include_stop_str_in_output ?? false,
+    );
     const logprobRng = params.logprobs ? new Prng(derive(seed, 'logprobs')) : null;
     for (const piece of pieces) {
       if (steps.length >= budget) {
@@ -354,14 +368,19 @@ export class SimBackend implements Backend {
   }
 }
 
-/** Cuts the reply before the earliest occurrence of any stop string, as OpenAI does; the stop string itself is not emitted. */
-function truncateAtStop(pieces: string[], stops: string[]): string[] {
+/**
+ * Cuts the reply at the earliest occurrence of any stop string: before it, as OpenAI does, or after
+ * it with `includeStop` (vLLM's include_stop_str_in_output).
+ */
+function truncateAtStop(pieces: string[], stops: string[], includeStop: boolean): string[] {
   const text = pieces.join('');
   let cut = -1;
+  let at = -1;
   for (const stop of stops) {
-    const at = stop.length > 0 ? text.indexOf(stop) : -1;
-    if (at >= 0 && (cut < 0 || at < cut)) {
-      cut = at;
+    const found = stop.length > 0 ? text.indexOf(stop) : -1;
+    if (found >= 0 && (at < 0 || found < at)) {
+      at = found;
+      cut = includeStop ? found + stop.length : found;
     }
   }
   if (cut < 0) {

@@ -31,6 +31,8 @@ export interface MonitorOptions {
   featureOverride?: Feature[];
   /** Declared before the first successful probe, and when a probe cannot tell. */
   defaultFeatures: Feature[];
+  /** Declared on top of whatever else (a set-up the probe cannot see, such as web search). */
+  extraFeatures?: Feature[];
   /** How often the model list is read while the runtime answers. */
   discoveryIntervalMs: number;
   /** How often an unreachable runtime is probed. */
@@ -93,7 +95,10 @@ export class UpstreamMonitor {
   }
 
   features(): Feature[] {
-    return orderFeatures(this.options.featureOverride ?? this.probed ?? this.options.defaultFeatures);
+    return orderFeatures([
+      ...(this.options.featureOverride ?? this.probed ?? this.options.defaultFeatures),
+      ...(this.options.extraFeatures ?? []),
+    ]);
   }
 
   /** The runtime's name for a public id; throws `model_not_found` for a model this device does not serve. */

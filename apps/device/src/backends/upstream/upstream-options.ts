@@ -12,6 +12,8 @@ export interface UpstreamOptions {
   apiKey?: string;
   /** --features: declare exactly these instead of the backend's own set. */
   features?: Feature[];
+  /** --web-search: the runtime (or a proxy in front of it) searches the web; declare web_search. */
+  webSearch?: boolean;
   discoveryIntervalMs: number;
   healthIntervalMs: number;
 }

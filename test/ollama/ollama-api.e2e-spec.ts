@@ -184,7 +184,8 @@ describe('Ollama-compatible API', () => {
       assert.equal(typeof res.body.error, 'string');
     }
     assert.equal((await http('GET', `${api.url}/api/tags`)).status, 401);
-    const unknown = await http('GET', `${api.url}/api/ps`);
+    // An Ollama route Switchyard does not serve.
+    const unknown = await http('POST', `${api.url}/api/embed`);
     assert.equal(unknown.status, 404);
     assert.equal(typeof unknown.body.error, 'string');
     assert.equal(await db().task.count({ where: { orgId: tenant.org.id } }), before);

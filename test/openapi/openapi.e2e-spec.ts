@@ -111,6 +111,22 @@ describe('OpenAPI document', () => {
     assert.equal(ollama.status, 200, ollama.text);
     await asTenant('POST', '/api/chat', '/api/chat', { model, messages: 'hello' });
     await asTenant('GET', '/api/tags', '/api/tags');
+    const show = await asTenant('POST', '/api/show', '/api/show', { model });
+    assert.equal(show.status, 200, show.text);
+    await asTenant('POST', '/api/show', '/api/show', { model: 'no-such-model' });
+    await asTenant('POST', '/api/show', '/api/show', {});
+    const ps = await asTenant('GET', '/api/ps', '/api/ps');
+    expect(ps.body.models.map((m: { name: string }) => m.name)).toEqual([model]);
+    const alias = await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: MESSAGES });
+    assert.equal(alias.status, 200, alias.text);
+    await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: 'hello' });
+    // The vLLM path serves direct mode only: this tenant has no device of its own, so only its refusals.
+    await asTenant('POST', '/v2/vllm/v1/chat/completions', '/v2/vllm/v1/chat/completions', { model, messages: [] });
+    await asTenant('POST', '/v2/vllm/v1/chat/completions', '/v2/vllm/v1/chat/completions', {
+      model,
+      messages: MESSAGES,
+      mode: 'network',
+    });
     const unauthorized = await httpFrom(loopbackAddress(), 'GET', `${relay.api.url}/v1/usage`);
     conforms('GET', '/v1/usage', unauthorized);
   });

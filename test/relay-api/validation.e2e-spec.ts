@@ -55,7 +55,6 @@ describe('chat completions: validation, ignored and rejected fields', () => {
       moderation: true,
       modalities: ['text'],
       audio: { voice: 'alloy', format: 'mp3' },
-      web_search_options: {},
     };
     for (const [param, value] of Object.entries(rejected)) {
       const error = await rejects({ model, messages: MESSAGES, [param]: value }, 400, 'unsupported_parameter', param);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ERROR_STATUS } from '@app/common';
 import { ROUTES } from './routes';
 import type { RouteDoc } from './routes';
+import { routeFamily } from '../common/route-family';
 import { components, errorBody, notReady, ollamaError } from './schemas';
 
 type Json = Record<string, unknown>;
@@ -47,7 +48,7 @@ function errorDescription(status: number): string {
 }
 
 function operation(route: RouteDoc): Json {
-  const ollama = route.path.startsWith('/api/');
+  const ollama = routeFamily(route.path) === 'ollama';
   const parameters = [
     ...Object.entries(route.params ?? {}).map(([name, description]) => ({
       name,

@@ -148,6 +148,42 @@ describe('device agent with Ollama', () => {
     assert.equal(res.events.at(-1), '[DONE]');
   });
 
+  it('keeps the stop string with include_stop_str_in_output: Ollama gets no stop, the agent cuts after it', async () => {
+    const reply = FakeOllama.reply({
+      content: ['The', ' answer', ' is', ' 4', '2.', ' More', ' text'],
+      promptEvalCount: 6,
+      evalCount: 7,
+    });
+    ollama.handlers.set('llama3.2:3b', reply);
+    const body = {
+      model: llama,
+      messages: [{ role: 'user', content: 'The answer?' }],
+      stop: ['42'],
+      include_stop_str_in_output: true,
+    };
+    const res = await chat(api, tenant, body);
+    assert.equal(res.status, 200, res.text);
+    expect(ollama.lastChat().body.options).toEqual({ num_predict: 512 });
+    assert.equal(res.body.choices[0].message.content, 'The answer is 42');
+    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    // Ollama was left before its final line, which carries the counts.
+    assert.equal(res.body.usage, undefined);
+
+    const sse = await postSse(completionsUrl(api), tenant.key, { ...body, stream: true });
+    assert.equal(sse.status, 200, sse.text);
+    const chunks = sse.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
+    assert.equal(chunks.map((c: any) => c.delta?.content ?? '').join(''), 'The answer is 42');
+    assert.equal(chunks.find((c: any) => c.finish_reason)?.finish_reason, 'stop');
+
+    // A stop string that never comes: the whole answer, with Ollama's counts.
+    const whole = await chat(api, tenant, { ...body, stop: ['never'] });
+    assert.equal(whole.body.choices[0].message.content, 'The answer is 42. More text');
+    expect(whole.body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 7, total_tokens: 13 });
+    // Without the option, the stop strings go to Ollama, which drops them itself.
+    await chat(api, tenant, { ...body, include_stop_str_in_output: false });
+    expect(ollama.lastChat().body.options).toEqual({ num_predict: 512, stop: ['42'] });
+  });
+
   it("returns Ollama's tool calls whole, with JSON string arguments and finish_reason tool_calls", async () => {
     ollama.handlers.set(
       'llama3.2:3b',

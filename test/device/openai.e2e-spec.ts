@@ -189,6 +189,47 @@ describe('device agent with an OpenAI-compatible server', () => {
     expect(res.events.at(-2).usage).toEqual({ prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 });
   });
 
+  it('keeps the stop string with include_stop_str_in_output, per choice, streamed or not', async () => {
+    server.handlers.set(
+      upstreamModel,
+      FakeOpenAI.reply({
+        choices: [
+          ['Red', ', gre', 'en', ' and', ' blue'],
+          ['Blue', ' and', ' gr', 'een'],
+        ],
+        usage: { prompt_tokens: 4, completion_tokens: 9, total_tokens: 13 },
+      }),
+    );
+    const body = {
+      model,
+      n: 2,
+      messages: [{ role: 'user', content: 'Colours?' }],
+      stop: ['green'],
+      include_stop_str_in_output: true,
+    };
+    const res = await chat(api, tenant, body);
+    assert.equal(res.status, 200, res.text);
+    const sent = server.lastChat().body;
+    assert.equal(sent.stop, undefined);
+    assert.equal(sent.include_stop_str_in_output, undefined);
+    expect(res.body.choices.map((c: any) => c.message.content)).toEqual(['Red, green', 'Blue and green']);
+    expect(res.body.choices.map((c: any) => c.finish_reason)).toEqual(['stop', 'stop']);
+
+    const sse = await postSse(completionsUrl(api), tenant.key, { ...body, stream: true });
+    assert.equal(sse.status, 200, sse.text);
+    const chunks = sse.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
+    const text = (index: number) =>
+      chunks
+        .filter((c: any) => c.index === index)
+        .map((c: any) => c.delta?.content ?? '')
+        .join('');
+    expect([text(0), text(1)]).toEqual(['Red, green', 'Blue and green']);
+
+    // By default the stop strings go to the server, as OpenAI's clients expect.
+    await chat(api, tenant, { ...body, include_stop_str_in_output: undefined });
+    expect(server.lastChat().body.stop).toEqual(['green']);
+  });
+
   it('fails a server that ignores n or logprobs instead of passing off a partial answer', async () => {
     server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['only one']] }));
     for (const extra of [{ n: 2 }, { logprobs: true }]) {

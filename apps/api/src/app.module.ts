@@ -17,6 +17,7 @@ import { FlightModule } from './flight/flight.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { ModelsModule } from './models/models.module';
 import { OllamaController } from './ollama/ollama.controller';
+import { QueueModule } from './queue/queue.module';
 import { TasksController } from './tasks/tasks.controller';
 
 /**
@@ -37,6 +38,7 @@ export class AppModule {
         ModelsModule,
         FlightModule,
         IntakeModule,
+        QueueModule,
       ],
       controllers: [
         HealthController,

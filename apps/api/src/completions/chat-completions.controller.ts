@@ -6,6 +6,7 @@ import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { setIgnoredParams } from '../common/ignored-params';
 import { IntakeService } from '../intake/intake.service';
+import { JobQueue } from '../queue/job-queue.service';
 import { follow, respond } from '../responder/responder';
 import { OpenAIFormat, completionId } from './chat-completion.renderer';
 import { parseChatCompletion } from './create-chat-completion.dto';
@@ -14,6 +15,7 @@ import { parseChatCompletion } from './create-chat-completion.dto';
 export class ChatCompletionsController {
   constructor(
     private readonly intake: IntakeService,
+    private readonly queue: JobQueue,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -43,6 +45,8 @@ export class ChatCompletionsController {
       Boolean(request.params.logprobs),
       request.params.n ?? 1,
     );
-    await respond(reply, flight, format, request.stream);
+    const { line, taskId } = flight.task;
+    const queueStatus = request.includeQueueStatus ? () => this.queue.standing(line, taskId) : undefined;
+    await respond(reply, flight, format, request.stream, queueStatus);
   }
 }

@@ -94,7 +94,13 @@ export const chatCompletionSchema = z.object({
   frequency_penalty: number(-2, 2).optional(),
   presence_penalty: number(-2, 2).optional(),
   mode: z.enum(['auto', 'direct', 'network']).optional(),
-  stream_options: z.object({ include_usage: z.boolean().optional() }).optional(),
+  stream_options: z
+    .object({
+      include_usage: z.boolean().optional(),
+      // A Switchyard extension: SSE comments with the queue position while the request waits.
+      include_queue_status: z.boolean().optional(),
+    })
+    .optional(),
   response_format: z
     .discriminatedUnion('type', [
       z.object({ type: z.literal('text') }),
@@ -135,6 +141,8 @@ export interface ChatCompletionRequest {
   mode: 'auto' | 'direct' | 'network';
   stream: boolean;
   includeUsage: boolean;
+  /** Open the stream at once and report the queue position every second until the first token. */
+  includeQueueStatus: boolean;
   /** Before clamping to the model's max output tokens. */
   params: ChatParams;
   ignored: string[];
@@ -301,7 +309,9 @@ export function parseChatCompletion(raw: unknown, defaultModel: string | undefin
     ...(b.reasoning_effort ? { reasoning_effort: b.reasoning_effort } : {}),
   };
   const includeUsage = Boolean(b.stream && b.stream_options?.include_usage);
-  return { model, mode: b.mode ?? 'auto', stream: b.stream ?? false, includeUsage, params, ignored };
+  const includeQueueStatus = Boolean(b.stream && b.stream_options?.include_queue_status);
+  const stream = b.stream ?? false;
+  return { model, mode: b.mode ?? 'auto', stream, includeUsage, includeQueueStatus, params, ignored };
 }
 
 function stripNullish(value: z.infer<typeof functionDef>): ToolDefinition['function'] {

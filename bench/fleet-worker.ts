@@ -80,7 +80,7 @@ function startAgents(command: Extract<FleetCommand, { mode: 'agents' }>): void {
     // As apps/device/src/main.ts builds it.
     const logger = createLogger('device', options.logLevel);
     const agent = new DeviceAgent({
-      server: options.server,
+      servers: options.servers,
       token: options.token,
       backend: createBackend(options.backend, logger),
       logger,

@@ -8,7 +8,9 @@ import {
   http,
   startApi,
   startDevice,
+  recordsWritten,
   startDispatcher,
+  taskCount,
   uniq,
   waitTerminal,
 } from '../support/stack';
@@ -148,7 +150,7 @@ describe('Ollama-compatible API', () => {
   });
 
   it('errors are {"error": "..."} with the OpenAI routes’ status codes, and write nothing', async () => {
-    const before = await db().task.count({ where: { orgId: tenant.org.id } });
+    const before = await taskCount(tenant.org.id);
     const cases: [unknown, number, string | null][] = [
       [{ messages: [{ role: 'user', content: 'x' }] }, 400, null],
       [{ model, messages: [] }, 400, null],
@@ -188,7 +190,7 @@ describe('Ollama-compatible API', () => {
     const unknown = await http('POST', `${api.url}/api/embed`);
     assert.equal(unknown.status, 404);
     assert.equal(typeof unknown.body.error, 'string');
-    assert.equal(await db().task.count({ where: { orgId: tenant.org.id } }), before);
+    assert.equal(await taskCount(tenant.org.id), before);
   });
 
   it('no device online: 503 in Ollama shape', async () => {
@@ -212,6 +214,7 @@ describe('Ollama-compatible API', () => {
     const first = JSON.parse(new TextDecoder().decode(value).split('\n')[0]);
     assert.equal(first.done, false);
     controller.abort();
+    await recordsWritten();
     const task = await db().task.findFirstOrThrow({ where: { orgId: tenant.org.id, modelId: slowModel } });
     const ended = await waitTerminal(task.address);
     assert.equal(ended.status, 'cancelled');

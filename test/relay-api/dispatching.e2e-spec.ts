@@ -5,6 +5,7 @@ import {
   createTenant,
   db,
   http,
+  recordsWritten,
   startApi,
   startDevice,
   startDispatcher,
@@ -67,6 +68,7 @@ describe('dispatching: bursts across models and devices', () => {
   test('a burst on one model is spread over its idle devices, and every request is served', async () => {
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => chat(shared, `spread ${i}`)));
     expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
+    await recordsWritten();
     const rows = await db().task.findMany({
       where: { address: { in: results.map((r) => r.body.task_address) } },
       select: { deviceId: true, status: true },

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { closeDb, db, http, startApi, startDevice, startDispatcher, waitTerminal } from '../support/stack';
+import { closeDb, db, http, startApi, startDevice, startDispatcher, taskCount, waitTerminal } from '../support/stack';
 import type { Api, DeviceOptions, Dispatcher, Proc } from '../support/stack';
 
 /** Shared fixtures and assertions of the relay API suites (issue 3: POST /v1/chat/completions). */
 
-export { startApi, startDispatcher, startDevice };
+export { startApi, startDispatcher, startDevice, taskCount };
 
 export const COMPLETION_ID = /^chatcmpl-[0-9a-f]{24}$/;
 export const TASK_ADDRESS = /^(direct|network):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -128,7 +128,6 @@ export function assertError(
 }
 
 /** How many task rows an organization has. */
-export const taskCount = (orgId: string) => db().task.count({ where: { orgId } });
 
 /** The chunks of a parsed SSE answer (everything but `[DONE]`), after checking the framing. */
 export function chunksOf(sse: { status: number; headers: Headers; text: string; events: any[] }): any[] {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createDevice, createTenant, db, http, uniq } from '../support/stack';
+import { createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import {
@@ -116,6 +116,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
       assert.equal(res.body.mode, 'network');
       assert.equal((await completedTask(res.body.task_address)).deviceId, networkDeviceId);
     }
+    await recordsWritten();
     assert.equal(await db().task.count({ where: { orgId: orgB.org.id, deviceId: directDeviceId } }), 0);
     const byDirect = await db().task.findMany({ where: { deviceId: directDeviceId } });
     assert.ok(byDirect.length > 0);
@@ -223,6 +224,7 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     }
     assert.equal(addresses.size, 10);
     expect([...devices].sort()).toEqual([...sharedDeviceIds].sort());
+    await recordsWritten();
     const rows = await db().task.findMany({ where: { orgId: orgA.org.id, modelId: sharedModel } });
     assert.equal(rows.length, 10);
     assert.ok(rows.every((t) => t.status === 'completed'));

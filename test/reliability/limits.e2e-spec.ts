@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { cli, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import { cli, closeDb, createDevice, createTenant, db, http, sleep, taskCount, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   adminAuth,
@@ -68,8 +68,6 @@ describe('limits and request caps', () => {
 
   const chat = (api: Api, key: string, model: string, content = 'hello', extra: Record<string, unknown> = {}) =>
     http('POST', `${api.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(model, content, extra) });
-
-  const taskCount = (orgId: string) => db().task.count({ where: { orgId } });
 
   async function setLimits(org: string, limits: Record<string, number | null>) {
     const res = await http('PATCH', `${apiA.url}/admin/orgs/${org}`, { headers: adminAuth, body: limits });

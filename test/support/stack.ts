@@ -373,6 +373,12 @@ export async function recordsWritten(timeoutMs = 15_000): Promise<void> {
   }
 }
 
+/** The organization's task rows once every transition so far is written (see recordsWritten). */
+export async function taskCount(orgId: string): Promise<number> {
+  await recordsWritten();
+  return db().task.count({ where: { orgId } });
+}
+
 /** Polls the task row until it reaches a terminal status (or the timeout passes) and returns it. */
 export async function waitTerminal(address: string, timeoutMs = 15_000) {
   const deadline = Date.now() + timeoutMs;

@@ -19,6 +19,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { ModelsModule } from './models/models.module';
 import { OllamaChatHandler } from './ollama/ollama-chat.handler';
 import { OllamaController } from './ollama/ollama.controller';
+import { QueueModule } from './queue/queue.module';
 import { TasksController } from './tasks/tasks.controller';
 
 /**
@@ -39,6 +40,7 @@ export class AppModule {
         ModelsModule,
         FlightModule,
         IntakeModule,
+        QueueModule,
       ],
       controllers: [
         HealthController,

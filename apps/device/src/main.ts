@@ -16,7 +16,7 @@ function main(): void {
   const { options } = parsed;
   const logger = createLogger('device', options.logLevel);
   const agent = new DeviceAgent({
-    server: options.server,
+    servers: options.servers,
     token: options.token,
     backend: createBackend(options.backend, logger),
     logger,

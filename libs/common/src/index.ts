@@ -22,6 +22,7 @@ export * from './queues/queues';
 export * from './queues/task-events';
 export * from './queues/line-queue';
 export * from './queues/fair-share';
+export * from './queues/queue-standing';
 export * from './metrics/metrics';
 export * from './lifecycle/shutdown';
 export * from './batching/coalescer';

@@ -1,6 +1,6 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import { closeDb, createDevice, createTenant, db, sleep, uniq, waitOnline } from '../../support/stack';
+import { closeDb, createDevice, createTenant, db, sleep, taskCount, uniq, waitOnline } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
 import { startApiApp, startDispatcherApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
@@ -60,7 +60,7 @@ describe('limits (api)', () => {
     });
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(refused.headers.get('x-ratelimit-remaining-requests')).toBe('0');
-    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(2);
+    expect(await taskCount(tenant.org.id)).toBe(2);
   });
 
   it('requests at once: one over the limit gets 429, and the slot comes back when a request ends', async () => {
@@ -91,7 +91,7 @@ describe('limits (api)', () => {
     const running = chat(tenant, model);
     const a = await fake.nextAssignment();
     const queued = chat(tenant, model);
-    for (let i = 0; i < 100 && (await db().task.count({ where: { orgId: tenant.org.id } })) < 2; i++) {
+    for (let i = 0; i < 100 && (await taskCount(tenant.org.id)) < 2; i++) {
       await sleep(20);
     }
     const refused = await chat(tenant, model);
@@ -102,6 +102,6 @@ describe('limits (api)', () => {
     fake.answer(b.task_address, ['two']);
     expect((await running).status).toBe(200);
     expect((await queued).status).toBe(200);
-    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(2);
+    expect(await taskCount(tenant.org.id)).toBe(2);
   });
 });

@@ -89,7 +89,7 @@ async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN, custom
     });
   let exitCode: number | null = null;
   const agent = new DeviceAgent({
-    server: `http://127.0.0.1:${port}`,
+    servers: [`http://127.0.0.1:${port}`],
     token,
     backend,
     logger: createLogger('device-test', (process.env.AGENT_TEST_LOG as 'info') ?? 'silent'),

@@ -61,7 +61,13 @@ export const chatCompletionSchema = z.object({
   frequency_penalty: number(-2, 2).optional(),
   presence_penalty: number(-2, 2).optional(),
   mode: z.enum(MODES).optional(),
-  stream_options: z.object({ include_usage: z.boolean().optional() }).optional(),
+  stream_options: z
+    .object({
+      include_usage: z.boolean().optional(),
+      // A Switchyard extension: SSE comments with the queue position while the request waits.
+      include_queue_status: z.boolean().optional(),
+    })
+    .optional(),
   response_format: z
     .discriminatedUnion('type', [
       z.object({ type: z.literal('text') }),

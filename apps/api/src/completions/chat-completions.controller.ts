@@ -6,6 +6,7 @@ import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { setIgnoredParams } from '../common/ignored-params';
 import { IntakeService } from '../intake/intake.service';
+import { JobQueue } from '../queue/job-queue.service';
 import { follow, respond } from '../responder/responder';
 import { OpenAIFormat, completionId } from './chat-completion.renderer';
 import { ignoredParams, parseChatCompletion } from './create-chat-completion.dto';
@@ -16,6 +17,7 @@ import type { ParseOptions } from './create-chat-completion.dto';
 export class ChatCompletionsHandler {
   constructor(
     private readonly intake: IntakeService,
+    private readonly queue: JobQueue,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -45,7 +47,9 @@ export class ChatCompletionsHandler {
       Boolean(request.params.logprobs),
       request.params.n ?? 1,
     );
-    await respond(reply, flight, format, request.stream);
+    const { line, taskId } = flight.task;
+    const queueStatus = request.includeQueueStatus ? () => this.queue.standing(line, taskId) : undefined;
+    await respond(reply, flight, format, request.stream, queueStatus);
   }
 }
 

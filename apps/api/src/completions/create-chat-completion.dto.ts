@@ -17,6 +17,8 @@ export interface ChatCompletionRequest {
   mode: 'auto' | 'direct' | 'network';
   stream: boolean;
   includeUsage: boolean;
+  /** Open the stream at once and report the queue position every second until the first token. */
+  includeQueueStatus: boolean;
   /** Before clamping to the model's max output tokens. */
   params: ChatParams;
   ignored: string[];
@@ -185,5 +187,14 @@ export function parseChatCompletion(
   checkCombinations(b);
   const mode = modeOf(b.mode, options);
   const includeUsage = Boolean(b.stream && b.stream_options?.include_usage);
-  return { model, mode, stream: b.stream ?? false, includeUsage, params: toParams(b), ignored: ignoredParams(body) };
+  const includeQueueStatus = Boolean(b.stream && b.stream_options?.include_queue_status);
+  return {
+    model,
+    mode,
+    stream: b.stream ?? false,
+    includeUsage,
+    includeQueueStatus,
+    params: toParams(b),
+    ignored: ignoredParams(body),
+  };
 }

@@ -80,7 +80,22 @@ const taskFields = {
   first_token_at: nullableIso,
   finished_at: nullableIso,
 };
-export const task = named('Task', 'A task record: who asked, who served, how it ended.', z.strictObject(taskFields));
+export const task = named(
+  'Task',
+  'A task record: who asked, who served, how it ended; while it waits, where it stands in its queue.',
+  z.strictObject({
+    ...taskFields,
+    queue_position: z.number().int().min(1).optional().describe('While queued: 1 = the next request its queue serves.'),
+    eta_ms: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe(
+        "While queued: estimated wait before a device takes it (position, devices online, the queue's recent service time); null without a basis.",
+      ),
+  }),
+);
 export const adminTask = named(
   'AdminTask',
   'A task record of any organization.',

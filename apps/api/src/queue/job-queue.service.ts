@@ -2,8 +2,17 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import { Job } from 'bullmq';
 import type { ChainableCommander, Redis } from 'ioredis';
-import { CHAT_JOB, FairShare, LOGGER, LineQueues, TaskRepository, chatJobOptions, keys } from '@app/common';
-import type { ChatJobData, Logger, NewTask } from '@app/common';
+import {
+  CHAT_JOB,
+  FairShare,
+  LOGGER,
+  LineQueues,
+  TaskRepository,
+  chatJobOptions,
+  keys,
+  queueStanding,
+} from '@app/common';
+import type { ChatJobData, Logger, NewTask, QueueStanding } from '@app/common';
 import { REDIS } from '../infra/redis.module';
 
 /**
@@ -55,9 +64,9 @@ export class JobQueue implements OnApplicationShutdown {
     await this.redis.publish(keys.cancelChannel, taskId);
   }
 
-  /** Where a waiting job stands in its queue (1 = next), or null. */
-  position(line: string, taskId: string): Promise<number | null> {
-    return this.fair.position(line, taskId);
+  /** Where a waiting task stands in its queue (1 = next) and its estimated wait, or null when it does not wait. */
+  standing(line: string, taskId: string): Promise<QueueStanding | null> {
+    return queueStanding(this.redis, this.fair, line, taskId);
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -5,6 +5,16 @@ import type { Flight } from '../flight/flight';
 
 /** A comment line this often keeps idle SSE connections (and the proxies between) open. */
 const PING_INTERVAL_MS = 15_000;
+/** How often a stream that asked for it hears its queue position while it waits. */
+const QUEUE_STATUS_INTERVAL_MS = 1_000;
+
+/** Where the request waits, for `stream_options.include_queue_status`: null once it no longer waits. */
+export type QueueStatusSource = () => Promise<{ position: number; etaMs: number | null } | null>;
+
+/** The SSE comment of a queue status (OpenAI clients skip comments). */
+export function queueStatusComment(status: { position: number; etaMs: number | null }): string {
+  return `: queue position=${status.position}${status.etaMs === null ? '' : ` eta_ms=${status.etaMs}`}\n\n`;
+}
 
 /**
  * How one wire format (OpenAI's SSE, Ollama's NDJSON) writes an answer. Streamed: the stream opens
@@ -29,9 +39,16 @@ export interface WireFormat {
 /**
  * Writes a flight's events to the client in a wire format. Nothing is sent until a device has the
  * task, so that failing to find one is still an HTTP error status; after that, a failure is an error
- * in the stream's own framing, never a silent end.
+ * in the stream's own framing, never a silent end. A stream that asked for its queue status opens at
+ * once instead, and hears where it stands every second until its first token.
  */
-export async function respond(reply: FastifyReply, flight: Flight, format: WireFormat, stream: boolean): Promise<void> {
+export async function respond(
+  reply: FastifyReply,
+  flight: Flight,
+  format: WireFormat,
+  stream: boolean,
+  queueStatus?: QueueStatusSource,
+): Promise<void> {
   if (!stream) {
     for await (const event of flight.events()) {
       switch (event.type) {
@@ -57,6 +74,13 @@ export async function respond(reply: FastifyReply, flight: Flight, format: WireF
   }
   const raw = reply.raw;
   let ping: NodeJS.Timeout | null = null;
+  let status: NodeJS.Timeout | null = null;
+  const stopStatus = () => {
+    if (status) {
+      clearInterval(status);
+      status = null;
+    }
+  };
   const open = () => {
     if (raw.headersSent) {
       return;
@@ -75,6 +99,17 @@ export async function respond(reply: FastifyReply, flight: Flight, format: WireF
       ping = setInterval(() => raw.write(line), PING_INTERVAL_MS);
     }
   };
+  if (queueStatus) {
+    open();
+    const tell = async () => {
+      const standing = flight.state === 'queued' ? await queueStatus().catch(() => null) : null;
+      if (standing && status && !raw.writableEnded) {
+        raw.write(queueStatusComment(standing));
+      }
+    };
+    status = setInterval(() => void tell(), QUEUE_STATUS_INTERVAL_MS);
+    void tell();
+  }
   try {
     for await (const event of flight.events()) {
       switch (event.type) {
@@ -85,6 +120,7 @@ export async function respond(reply: FastifyReply, flight: Flight, format: WireF
         case 'requeued':
           break;
         case 'delta': {
+          stopStatus();
           open();
           const piece = format.delta(event.choices);
           if (piece) {
@@ -111,6 +147,7 @@ export async function respond(reply: FastifyReply, flight: Flight, format: WireF
       raw.end();
     }
   } finally {
+    stopStatus();
     if (ping) {
       clearInterval(ping);
     }

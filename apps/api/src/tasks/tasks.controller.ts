@@ -2,24 +2,28 @@ import { Controller, Get, Param } from '@nestjs/common';
 import { AppError, PrismaService, TaskRepository, parseTaskAddress, taskView, withUsageSource } from '@app/common';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
+import { JobQueue } from '../queue/job-queue.service';
 
 @Controller('v1/tasks')
 export class TasksController {
   constructor(
     private readonly prisma: PrismaService,
     private readonly tasks: TaskRepository,
+    private readonly queue: JobQueue,
   ) {}
 
   /**
-   * A task record, to the organization that owns it only (404 to everyone else). While a task is in
-   * flight (and a while after) its state in Redis is the newest; its Postgres row is written behind.
+   * A task record, to the organization that owns it only (404 to everyone else); while it waits, with
+   * its queue position and estimated wait. While a task is in flight (and a while after) its state in Redis is the newest; its Postgres row is written behind.
    */
   @Get(':address')
   async get(@Caller() caller: AuthContext, @Param('address') address: string) {
     const parsed = parseTaskAddress(address);
     const live = parsed ? await this.tasks.get(parsed.id) : null;
     if (live && live.orgId === caller.orgId && live.address === address) {
-      return withUsageSource(taskView(live), live.usageSource);
+      const view = withUsageSource(taskView(live), live.usageSource);
+      const standing = live.status === 'queued' ? await this.queue.standing(live.line, live.id) : null;
+      return standing ? { ...view, queue_position: standing.position, eta_ms: standing.etaMs } : view;
     }
     const task = parsed ? await this.prisma.client.task.findFirst({ where: { address, orgId: caller.orgId } }) : null;
     if (!task) {

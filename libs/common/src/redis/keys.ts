@@ -15,6 +15,8 @@ export const keys = {
   heldBy: (dispatcherId: string) => `sy:held:${dispatcherId}`,
   /** Devices online for a (pool, model): sorted set of `deviceId|feature,feature` scored by expiry (epoch ms). */
   presence: (pool: string, modelId: string) => `sy:presence:${pool}:${modelId}`,
+  /** A queue's recent service time on a device (hash field `ms`, a moving average), for queue etas. */
+  serviceTime: (queue: string) => `sy:svc:${queue}`,
   /** A process that is alive (api or dispatcher): a key that expires unless renewed. */
   instance: (kind: InstanceKind, id: string) => `sy:inst:${kind}:${id}`,
   /** The instances of a kind, scored by the expiry of their last renewal (epoch ms). */

@@ -96,6 +96,19 @@ if op == 'end' then
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
   redis.call('HSET', t, 'fin', now, 'ver', 1000000000)
   redis.call('ZREM', KEYS[3], redis.call('HGET', t, 'id'))
+  -- A completed task's time on its device feeds its queue's service time (an exponential moving
+  -- average), from which a waiting request's eta_ms is estimated.
+  local as = redis.call('HGET', t, 'as')
+  if as and redis.call('HGET', t, 'st') == 'completed' then
+    local q = string.match(redis.call('HGET', t, 'line') or '', '^(.*)%.[^.]+$')
+    if q then
+      local svc = 'sy:svc:' .. q
+      local x = tonumber(now) - tonumber(as)
+      local old = tonumber(redis.call('HGET', svc, 'ms') or '')
+      redis.call('HSET', svc, 'ms', old and math.floor(old * 0.8 + x * 0.2) or x)
+      redis.call('PEXPIRE', svc, 3600000)
+    end
+  end
   redis.call('PEXPIRE', t, ARGV[4])
   record()
   return {1, att}

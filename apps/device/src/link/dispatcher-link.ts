@@ -1,0 +1,238 @@
+import { performance } from 'node:perf_hooks';
+import { io } from 'socket.io-client';
+import type { ManagerOptions, Socket, SocketOptions } from 'socket.io-client';
+import type { Logger } from '@app/common/logging/logger';
+import type {
+  AnnounceAck,
+  AnnouncePayload,
+  AssignAck,
+  AssignPayload,
+  DeviceHandshakeAuth,
+  DeviceToServerEvents,
+  ServerToDeviceEvents,
+} from '@app/common/protocol/device-protocol';
+import { DEVICE_NAMESPACE, HANDSHAKE_ERRORS, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
+import { backoffDelay, failoverDelay } from './backoff';
+
+/**
+ * A connection that lasted this long was healthy, so the next reconnection starts fast again. Shorter
+ * ones keep backing off: two agents started with the same token each make the dispatcher drop the
+ * other's connection, and must not flap at full speed.
+ */
+const STABLE_CONNECTION_MS = 30_000;
+
+type DeviceSocket = Socket<ServerToDeviceEvents, DeviceToServerEvents>;
+export type TaskEvent = 'task:delta' | 'task:done' | 'task:error';
+
+/** What the link reports to the agent. */
+export interface LinkHandlers {
+  connected(): void;
+  /** The connection is gone (the agent ends a running task: its events may only go on the connection it came on). */
+  disconnected(reason: string): void;
+  /** The dispatcher refused this agent for good (a refused token, another protocol version). */
+  refused(why: 'token' | 'protocol'): void;
+  assign(payload: AssignPayload, ack: (answer: AssignAck) => void): void;
+  cancel(payload: { task_address?: unknown } | null): void;
+}
+
+export interface LinkConfig {
+  /** Dispatcher base URLs (origins); the link keeps one connection, to the first of them that answers. */
+  servers: string[];
+  token: string;
+  logger: Logger;
+  /** Overrides of the socket.io client options. */
+  socketOptions?: Partial<ManagerOptions & SocketOptions>;
+}
+
+/**
+ * The agent's one connection to a dispatcher. Every retry is the link's own (socket.io's reconnection
+ * is off), so that a dispatcher that died is left for the next URL of the list at once: each server not
+ * yet tried since the last good connection is tried within a few hundred milliseconds, and only when
+ * all of them failed does the link back off, up to 10 s. With one URL this is socket.io's own curve.
+ */
+export class DispatcherLink {
+  private socket: DeviceSocket | null = null;
+  private index = 0;
+  /** Servers tried since the last connection that came up. */
+  private tried = 0;
+  private attempts = 0;
+  private connectedAt = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly config: LinkConfig,
+    private readonly on: LinkHandlers,
+  ) {
+    if (config.servers.length === 0) {
+      throw new Error('a device needs at least one dispatcher URL');
+    }
+  }
+
+  get server(): string {
+    return this.config.servers[this.index];
+  }
+
+  get connected(): boolean {
+    return this.socket?.connected ?? false;
+  }
+
+  /** An id of the current connection: task events go out only on the connection their task came on. */
+  get connection(): DeviceSocket | null {
+    return this.socket?.connected ? this.socket : null;
+  }
+
+  open(): void {
+    this.connect();
+  }
+
+  /**
+   * Sends a task event on `connection` if it is still the live one (never into socket.io's replay
+   * buffer, never to another dispatcher); says whether it went out.
+   */
+  send<E extends TaskEvent>(
+    connection: DeviceSocket | null,
+    event: E,
+    payload: Parameters<DeviceToServerEvents[E]>[0],
+  ): boolean {
+    if (!connection || connection !== this.socket || !connection.connected) {
+      return false;
+    }
+    (connection.emit as (event: E, payload: Parameters<DeviceToServerEvents[E]>[0]) => void)(event, payload);
+    return true;
+  }
+
+  /**
+   * Announces the device's state and logs the dispatcher's answer; `settled` runs once with the answer,
+   * or with null when there is no connection or no answer in time.
+   */
+  announce(payload: AnnouncePayload, timeoutMs: number, settled: (answer: AnnounceAck | null) => void): void {
+    const socket = this.socket;
+    if (!socket?.connected) {
+      settled(null);
+      return;
+    }
+    const log = this.config.logger;
+    socket.timeout(timeoutMs).emit('announce', payload, (error, answer) => {
+      settled(error ? null : answer);
+      if (error) {
+        log.warn({ available: payload.available }, 'announce not acknowledged');
+      } else if (answer.ok) {
+        const { device_id, pool, models } = answer;
+        log.info({ device_id, pool, models, available: payload.available }, 'announced to dispatcher');
+        if (answer.refused.length > 0) {
+          log.warn({ refused: answer.refused }, 'the dispatcher will not give this device tasks for some models');
+        }
+      } else {
+        log.error({ error: answer.error }, 'dispatcher refused the announce');
+      }
+    });
+  }
+
+  /** Disconnects for good; `done` runs once the connection is closed (or at once when there is none). */
+  close(done: () => void): void {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    const socket = this.socket;
+    const engine = socket?.io.engine;
+    if (socket?.connected && engine) {
+      engine.once('close', done);
+    } else {
+      setImmediate(done);
+    }
+    socket?.disconnect();
+  }
+
+  private connect(): void {
+    const previous = this.socket;
+    if (previous) {
+      previous.removeAllListeners();
+      previous.io.removeAllListeners();
+      previous.disconnect();
+    }
+    const auth: DeviceHandshakeAuth = { token: this.config.token, protocol: PROTOCOL_VERSION };
+    const socket: DeviceSocket = io(`${this.server}${DEVICE_NAMESPACE}`, {
+      // WebSocket only: long polling would need sticky sessions in front of several dispatchers.
+      transports: ['websocket'],
+      auth: { ...auth },
+      // Each agent its own connection, even to a URL another agent in this process uses (tests do).
+      forceNew: true,
+      reconnection: false,
+      ...this.config.socketOptions,
+    });
+    this.socket = socket;
+    socket.on('connect', () => {
+      this.connectedAt = performance.now();
+      this.tried = 0;
+      this.config.logger.info({ server: this.server, socket_id: socket.id }, 'connected to dispatcher');
+      this.on.connected();
+    });
+    socket.on('connect_error', (error) => this.onConnectError(socket, error));
+    socket.on('disconnect', (reason) => this.onDisconnect(socket, reason));
+    socket.on('task:assign', (payload, ack) => this.on.assign(payload, ack));
+    socket.on('task:cancel', (payload) => this.on.cancel(payload));
+  }
+
+  private onConnectError(socket: DeviceSocket, error: Error): void {
+    if (this.closed || socket !== this.socket) {
+      return;
+    }
+    if (error.message === HANDSHAKE_ERRORS.token) {
+      this.on.refused('token');
+      return;
+    }
+    if (error.message.startsWith(HANDSHAKE_ERRORS.protocol)) {
+      this.config.logger.error(
+        { error: error.message, protocol: PROTOCOL_VERSION },
+        'dispatcher refused this agent version',
+      );
+      this.on.refused('protocol');
+      return;
+    }
+    this.config.logger.warn({ server: this.server, error: error.message }, 'cannot reach dispatcher; retrying');
+    this.retry();
+  }
+
+  private onDisconnect(socket: DeviceSocket, reason: string): void {
+    // socket.io-client keeps what was emitted while the connection was failing and sends it after the
+    // next connect; events of a task that ended with the old connection must not reach the new one.
+    socket.sendBuffer = [];
+    if (this.closed || socket !== this.socket) {
+      return;
+    }
+    this.config.logger.warn({ server: this.server, reason }, 'disconnected from dispatcher');
+    // A dispatcher that went away (a restart, a crash) is retried from the start of the curve, as
+    // socket.io's reconnection would; one that sent this device away quickly keeps the backoff going.
+    if (reason !== 'io server disconnect' || performance.now() - this.connectedAt >= STABLE_CONNECTION_MS) {
+      this.attempts = 0;
+    }
+    this.on.disconnected(reason);
+    if (!this.closed) {
+      // A revoked token is refused at the next handshake and ends the agent; anything else heals.
+      this.retry();
+    }
+  }
+
+  /**
+   * The next attempt: another server not yet tried since the last good connection, quickly; the same
+   * server again (or all of them once more), after the backoff.
+   */
+  private retry(): void {
+    clearTimeout(this.retryTimer);
+    const servers = this.config.servers.length;
+    this.tried++;
+    const failover = servers > 1 && this.tried < servers;
+    if (servers > 1) {
+      this.index = (this.index + 1) % servers;
+    }
+    const delay = failover ? failoverDelay() : backoffDelay(this.attempts++);
+    this.retryTimer = setTimeout(() => {
+      if (!this.closed) {
+        if (!failover) {
+          this.tried = 0;
+        }
+        this.connect();
+      }
+    }, delay);
+  }
+}

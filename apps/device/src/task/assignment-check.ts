@@ -1,0 +1,43 @@
+import { requiredFeatures } from '@app/common/protocol/chat';
+import type { AssignPayload } from '@app/common/protocol/device-protocol';
+import { assignSchema } from '@app/common/protocol/device-protocol';
+import type { Backend } from '../backends/backend';
+
+export interface Refusal {
+  reason: string;
+  detail?: Record<string, unknown>;
+}
+
+/**
+ * Why this device cannot take an assignment now, or null when it can: shutting down, busy, a runtime
+ * that does not answer, a malformed assignment, a model or a feature it does not serve.
+ */
+export function refusalOf(
+  payload: AssignPayload,
+  state: { running: boolean; currentTask: string | null; backend: Backend },
+): Refusal | null {
+  const { backend } = state;
+  if (!state.running) {
+    return { reason: 'shutting_down' };
+  }
+  if (state.currentTask) {
+    return { reason: 'busy', detail: { running_task: state.currentTask } };
+  }
+  if (!backend.available()) {
+    // An assignment that crossed the announce saying so; another device can take it.
+    return { reason: 'upstream_unavailable' };
+  }
+  const parsed = assignSchema.safeParse(payload);
+  if (!parsed.success) {
+    return { reason: 'invalid_assignment', detail: { problem: parsed.error.issues[0]?.message } };
+  }
+  if (!backend.models().includes(payload.model)) {
+    return { reason: 'model_not_served', detail: { model: payload.model } };
+  }
+  const missing = requiredFeatures(payload.params, false).filter((f) => !backend.features.includes(f));
+  if (missing.length > 0) {
+    // Answering without the feature would be a wrong answer that looks right; the dispatcher can try elsewhere.
+    return { reason: 'unsupported_feature', detail: { features: missing } };
+  }
+  return null;
+}

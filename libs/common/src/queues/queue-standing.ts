@@ -1,0 +1,44 @@
+import type { Redis } from 'ioredis';
+import { keys } from '../redis/keys';
+import type { FairShare } from './fair-share';
+import { queueOfLine } from './queues';
+
+/** Where a waiting request stands: its place in its queue (1 = next) and an estimate of its wait. */
+export interface QueueStanding {
+  position: number;
+  /** Null when there is no basis: no device serves the queue, or none has completed a task of it lately. */
+  etaMs: number | null;
+}
+
+/** The (pool, model) of a queue named `chat.<pool>.<model, percent-encoded>`. */
+function poolAndModel(queue: string): { pool: string; model: string } {
+  const [, pool, encoded] = queue.split('.');
+  return { pool, model: decodeURIComponent(encoded) };
+}
+
+/**
+ * A waiting task's standing, or null when it no longer waits. The estimate: the requests ahead of it
+ * and itself, served in rounds by the devices online for the queue, each round taking the queue's
+ * recent service time (a moving average kept by the task transitions, see TASK_TRANSITIONS_LUA).
+ * Three reads sent together: one round trip.
+ */
+export async function queueStanding(
+  redis: Redis,
+  fair: FairShare,
+  line: string,
+  taskId: string,
+): Promise<QueueStanding | null> {
+  const queue = queueOfLine(line);
+  const { pool, model } = poolAndModel(queue);
+  const [position, devices, serviceMs] = await Promise.all([
+    fair.position(line, taskId),
+    redis.zcount(keys.presence(pool, model), Date.now(), '+inf'),
+    redis.hget(keys.serviceTime(queue), 'ms'),
+  ]);
+  if (position === null) {
+    return null;
+  }
+  const ms = Number(serviceMs);
+  const etaMs = devices > 0 && serviceMs !== null && ms >= 0 ? Math.ceil(position / devices) * ms : null;
+  return { position, etaMs };
+}

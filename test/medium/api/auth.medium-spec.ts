@@ -3,6 +3,7 @@ import { loopbackAddress, rawHttp } from '../../reliability/helpers';
 import { ADMIN_TOKEN, closeDb, createTenant, db } from '../../support/stack';
 import { startApiApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
+import { routeFamily } from '../../../apps/api/src/common/route-family';
 import { apiRoutes } from '../support/routes';
 
 /** The api's global guard: which credentials each route takes, and what everything else gets. */
@@ -50,11 +51,9 @@ describe('auth guard (api)', () => {
       const res = await call(route.method, path);
       const body = res.body;
       expect([`${route.method} ${route.path}`, res.status]).toEqual([`${route.method} ${route.path}`, 401]);
-      const code = path.startsWith('/api/')
-        ? null
-        : route.access === 'admin'
-          ? 'invalid_admin_token'
-          : 'invalid_api_key';
+      // Ollama's routes and their OpenGPU alias answer in Ollama's shape, {"error": "..."}.
+      const code =
+        routeFamily(path) === 'ollama' ? null : route.access === 'admin' ? 'invalid_admin_token' : 'invalid_api_key';
       if (code) {
         expect(body.error.code).toBe(code);
       } else {

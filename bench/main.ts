@@ -12,6 +12,7 @@ import type { RunReport } from './lib/report';
 import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } from './lib/stack';
 import type { Proc, ProfileOptions } from './lib/stack';
 import { faninScenario } from './scenarios/fanin';
+import { fairnessScenario } from './scenarios/fairness';
 import { relayScenario } from './scenarios/relay';
 import { streamsScenario } from './scenarios/streams';
 import { throughputScenario } from './scenarios/throughput';
@@ -28,6 +29,7 @@ const SCENARIOS = {
   throughput: throughputScenario,
   fanin: faninScenario,
   streams: streamsScenario,
+  fairness: fairnessScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
 } as const;
 type ScenarioName = keyof typeof SCENARIOS;

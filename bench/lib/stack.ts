@@ -264,6 +264,16 @@ export class Fixtures {
     return { orgId: org.id, key: key.key };
   }
 
+  /** Another organization with a scheduling weight, the model enabled, and a key. */
+  async org(label: string, weight: number, model: string): Promise<{ orgId: string; key: string }> {
+    const org = await this.admin.createOrg(`bench-${label}-${Date.now().toString(36)}`);
+    await this.db.organization.update({ where: { id: org.id }, data: { weight } });
+    await this.db.model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    await this.admin.enableModel(model, org.name);
+    const key = await this.admin.createKey({ org: org.name, label: 'bench' });
+    return { orgId: org.id, key: key.key };
+  }
+
   async enableModel(model: string): Promise<void> {
     if (!this.orgName) {
       throw new Error('create the tenant first');
@@ -283,6 +293,22 @@ export class Fixtures {
 
   async close(): Promise<void> {
     await this.db.$disconnect();
+  }
+}
+
+/** Waits until every task transition so far is in Postgres (the records stream is drained by its writers). */
+export async function recordsWritten(redisUrl: string, timeoutMs = 30_000): Promise<void> {
+  const redis = createRedis(redisUrl);
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while ((await redis.xlen(keys.records)) > 0) {
+      if (Date.now() > deadline) {
+        throw new Error('task records were not written to Postgres in time');
+      }
+      await sleep(20);
+    }
+  } finally {
+    redis.disconnect();
   }
 }
 

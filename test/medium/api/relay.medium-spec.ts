@@ -8,7 +8,9 @@ import {
   createTenant,
   db,
   http,
+  recordsWritten,
   sleep,
+  taskCount,
   uniq,
   waitOnline,
   waitTerminal,
@@ -144,7 +146,7 @@ describe('relay (api)', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(((await res.json()) as any).error).toMatchObject({ code: 'no_device_available', param: 'model' });
-    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(0);
+    expect(await taskCount(tenant.org.id)).toBe(0);
   });
 
   it('a request that no busy device takes in time: 503 queue_timeout, the row timed_out, the job gone', async () => {
@@ -154,6 +156,7 @@ describe('relay (api)', () => {
     const res = await chat(tenant, ask(model));
     expect(res.status).toBe(503);
     expect(((await res.json()) as any).error.code).toBe('queue_timeout');
+    await recordsWritten();
     const rows = await db().task.findMany({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'asc' } });
     expect(rows.map((r) => [r.status, r.errorCode])).toEqual([
       ['assigned', null],
@@ -189,7 +192,7 @@ describe('relay (api)', () => {
     const first = await fakes[0].nextAssignment();
     const controller = new AbortController();
     const waiting = chat(tenant, ask(model), controller.signal).catch((e: Error) => e);
-    for (let i = 0; i < 100 && (await db().task.count({ where: { orgId: tenant.org.id } })) < 2; i++) {
+    for (let i = 0; i < 100 && (await taskCount(tenant.org.id)) < 2; i++) {
       await sleep(20);
     }
     controller.abort();

@@ -1,6 +1,16 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import { closeDb, createDevice, createTenant, db, sleep, uniq, waitOnline, waitTerminal } from '../../support/stack';
+import {
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  recordsWritten,
+  sleep,
+  uniq,
+  waitOnline,
+  waitTerminal,
+} from '../../support/stack';
 import type { Tenant } from '../../support/stack';
 import { startApiApp, startDispatcherApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
@@ -76,6 +86,7 @@ describe('task records', () => {
     const ended = await waitTerminal(a.task_address);
     fake.answer(a.task_address, ['too', 'late']);
     await sleep(300);
+    await recordsWritten();
     const row = await db().task.findUniqueOrThrow({ where: { address: a.task_address } });
     expect(row).toEqual(ended);
     expect([row.status, row.errorCode, row.completionTokens]).toEqual(['timed_out', 'device_timeout', null]);
@@ -92,6 +103,7 @@ describe('task records', () => {
     expect([ended.status, ended.errorCode]).toEqual(['cancelled', 'client_disconnected']);
     fake.error(a.task_address, 0, 'device_error', 'the runtime stopped');
     await sleep(300);
+    await recordsWritten();
     expect(await db().task.findUniqueOrThrow({ where: { address: a.task_address } })).toEqual(ended);
   });
 });

@@ -8,6 +8,8 @@ import { REDIS } from './redis.module';
 
 /** How long an instance counts as alive without renewing its key; renewed every third of it. */
 const INSTANCE_TTL_MS = 3_000;
+/** An instance whose presence lapsed this long ago is dropped from the instances set. */
+const FORGET_AFTER_MS = 3_600_000;
 
 /**
  * This api instance's identity and liveness: a key that expires unless renewed every second. Jobs
@@ -38,6 +40,8 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
       .multi()
       .set(keys.instance('api', this.id), String(expiry), 'PX', INSTANCE_TTL_MS)
       .zadd(keys.instances('api'), expiry, this.id)
+      // Instances gone for an hour have no task left anywhere: forgotten, so that the set stays small.
+      .zremrangebyscore(keys.instances('api'), '-inf', expiry - FORGET_AFTER_MS)
       .exec()
       .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not renew this api presence'));
   }

@@ -7,6 +7,9 @@ import type { InstanceKind, Logger } from '@app/common';
 import { REDIS } from '../infra/redis.providers';
 
 /** How long an instance counts as alive without renewing its key; renewed every third of it. */
+/** An instance whose presence lapsed this long ago is dropped from the instances set. */
+const FORGET_AFTER_MS = 3_600_000;
+
 export const INSTANCE_TTL_MS = 3_000;
 
 /**
@@ -40,6 +43,8 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
       .multi()
       .set(keys.instance('dispatcher', this.id), String(expiry), 'PX', INSTANCE_TTL_MS)
       .zadd(keys.instances('dispatcher'), expiry, this.id)
+      // Instances gone for an hour have no task left anywhere: forgotten, so that the set stays small.
+      .zremrangebyscore(keys.instances('dispatcher'), '-inf', expiry - FORGET_AFTER_MS)
       .exec();
   }
 

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, FairShare, LOGGER, LineQueues } from '@app/common';
+import { APP_CONFIG, FairShare, LOGGER, LineQueues, QUEUE_PREFIX, keys } from '@app/common';
 import type { AppConfig, ChatJobData, Logger } from '@app/common';
 import { REDIS } from '../infra/redis.providers';
 
@@ -23,7 +23,7 @@ export class JobSource implements OnModuleDestroy {
   readonly fair: FairShare;
 
   constructor(
-    @Inject(REDIS) redis: Redis,
+    @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -76,6 +76,29 @@ export class JobSource implements OnModuleDestroy {
   /** A job by its line and id (a dead dispatcher's, to move with its recorded token). */
   find(line: string, jobId: string): Promise<ChatJob | undefined> {
     return this.lines.get(line).getJob(jobId);
+  }
+
+  /**
+   * Runs the stalled check on every line with active jobs (see LineQueue.recoverStalled); lines that
+   * got jobs back regain their turn and the dispatchers are told. Returns how many jobs came back.
+   */
+  async recoverStalled(): Promise<number> {
+    let cursor = '0';
+    let moved = 0;
+    do {
+      const [next, found] = await this.redis.scan(cursor, 'MATCH', `${QUEUE_PREFIX}:chat.*:active`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of found) {
+        const line = key.slice(QUEUE_PREFIX.length + 1, -':active'.length);
+        const ids = await this.lines.get(line).recoverStalled();
+        if (ids.length > 0) {
+          moved += ids.length;
+          await this.fair.refund(line);
+          await this.redis.publish(keys.jobsChannel, line);
+        }
+      }
+    } while (cursor !== '0');
+    return moved;
   }
 
   /** Queues that have waiting jobs, for the sweep. */

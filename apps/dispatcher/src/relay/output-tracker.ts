@@ -45,10 +45,13 @@ export class OutputTracker {
     this.firstOutputAt ??= Date.now();
     this.deltas++;
     for (const choice of choices) {
-      this.bytes += Buffer.byteLength(choice.content ?? '') + Buffer.byteLength(choice.reasoning ?? '');
+      // Bytes: everything relayed (content, reasoning, tool calls); the hash: the answer (content, tool calls).
+      const calls = choice.tool_calls ? JSON.stringify(choice.tool_calls) : '';
+      this.bytes +=
+        Buffer.byteLength(choice.content ?? '') + Buffer.byteLength(choice.reasoning ?? '') + Buffer.byteLength(calls);
       this.hash.update(choice.content ?? '');
-      if (choice.tool_calls) {
-        this.hash.update(JSON.stringify(choice.tool_calls));
+      if (calls) {
+        this.hash.update(calls);
       }
     }
   }

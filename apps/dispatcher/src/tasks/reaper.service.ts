@@ -15,7 +15,8 @@ const REAP_MARGIN_MS = 60_000;
 /**
  * Ends tasks nobody can end any more: past their deadline (the queue timeout plus the longest a
  * request may last, plus a margin), because the api instance that held their client died with them.
- * The api normally ends them itself well before.
+ * The api normally ends them itself well before. And runs the lines' stalled-job checks, so that no
+ * job is left in a line's active list once its lock lapsed.
  */
 @Injectable()
 export class ReaperService implements OnModuleInit, OnModuleDestroy {
@@ -71,6 +72,11 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
     ended += await this.reapLost(now);
     if (ended > 0) {
       this.logger.warn({ count: ended }, 'ended orphaned tasks (their api instance was gone)');
+    }
+    const recovered = await this.jobs.recoverStalled();
+    if (recovered > 0) {
+      // Back in their lines: a task that still waits is claimed again, an ended one is dropped at its claim.
+      this.logger.warn({ count: recovered }, 'jobs whose lock lapsed went back to their lines');
     }
     return ended;
   }

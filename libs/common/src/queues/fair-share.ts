@@ -6,7 +6,8 @@ import { QUEUE_PREFIX, queueOfLine } from './queues';
  * fair queueing. Each backlogged line has a pass (its virtual time); a device takes from the line with
  * the lowest pass, whose pass then grows by its stride, STRIDE_SCALE / weight; so with standing
  * backlogs, lines are served in proportion to their weights, and a line that comes back from idle
- * starts at the queue's virtual time (it gets its turn soon, not a credit for the time it was away).
+ * starts at the larger of the queue's virtual time and its own pass when it went idle: it gets its
+ * turn soon, but neither a credit for the time it was away nor a fresh start that skips what it used.
  *
  * Keys, per queue: `sy:fair:{queue}` (sorted set of backlogged lines by pass), `sy:fairs:{queue}`
  * (hash: each line's stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And

@@ -15,8 +15,13 @@ import type { ChatJobData } from './queues';
 export class LineQueue extends Queue<ChatJobData> {
   constructor(name: string, connection: Redis, lockDurationMs: number) {
     super(name, { connection, prefix: QUEUE_PREFIX, skipVersionCheck: true });
-    // moveToActive takes the lock duration from the queue's options, as it would from a worker's.
-    (this.opts as { lockDuration?: number }).lockDuration = lockDurationMs;
+    // moveToActive takes the lock duration from the queue's options, as it would from a worker's, and
+    // the stalled check its interval and the number of times a job may stall before it is failed.
+    Object.assign(this.opts, {
+      lockDuration: lockDurationMs,
+      stalledInterval: STALLED_INTERVAL_MS,
+      maxStalledCount: 1,
+    });
   }
 
   /** Takes the next waiting job for `token`, or undefined when the line is empty. */
@@ -29,7 +34,20 @@ export class LineQueue extends Queue<ChatJobData> {
     job.token = token;
     return job;
   }
+
+  /**
+   * BullMQ's stalled-job check, which a Worker would run: active jobs whose lock lapsed (taken by a
+   * dispatcher that died before its claim, or whose finish failed) go back to wait, or, the second
+   * time, are failed and removed with their request text. At most once per STALLED_INTERVAL_MS per
+   * line, whoever calls it. Returns the ids of the jobs moved.
+   */
+  recoverStalled(): Promise<string[]> {
+    return this.scripts.moveStalledJobsToWait();
+  }
 }
+
+/** How often a line's stalled check may run (BullMQ's `stalled-check` key bounds it across processes). */
+export const STALLED_INTERVAL_MS = 30_000;
 
 /** How long a line nobody used stays open in a process. */
 const IDLE_CLOSE_MS = 10 * 60_000;

@@ -121,6 +121,8 @@ describe('OpenAPI document', () => {
     await asAdmin('POST', '/admin/orgs', '/admin/orgs', { name });
     await asAdmin('GET', '/admin/orgs', '/admin/orgs');
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { rpm: 60, concurrency: null });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { network: false, weight: 2 });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { weight: 0 });
     const key = await asAdmin('POST', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`, { label: 'doc' });
     const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {
       grace: '1h',
@@ -139,6 +141,10 @@ describe('OpenAPI document', () => {
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);
     const device = await asAdmin('POST', '/admin/devices', '/admin/devices', { name: 'doc-device', org: name });
     await asAdmin('GET', '/admin/devices', '/admin/devices');
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [model] });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: null });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [] });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${randomUUID()}`, { models: null });
     await asAdmin('DELETE', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/${taskAddress}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);

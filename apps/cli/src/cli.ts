@@ -37,6 +37,13 @@ function buildProgram(io: CliIo, run: Run) {
     return Number(value);
   };
 
+  // Model ids never contain a comma (MODEL_ID); empty items (a trailing comma) are dropped.
+  const modelList = (value: string) =>
+    value
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean);
+
   const org = program.command('org').description('organizations (tenants)');
   org
     .command('create <name>')
@@ -65,6 +72,25 @@ function buildProgram(io: CliIo, run: Run) {
         }),
       ),
     );
+
+  const onOff = (value: string) => {
+    if (value !== 'on' && value !== 'off') {
+      throw new InvalidArgumentError('must be on or off');
+    }
+    return value === 'on';
+  };
+  org
+    .command('network')
+    .description('let the organization use the shared network (on, the default) or keep its prompts off it (off)')
+    .argument('<name>', 'organization')
+    .argument('<on|off>', 'on or off', onOff)
+    .action((name: string, network: boolean) => admin((a) => a.orgs.setLimits(name, { network })));
+  org
+    .command('weight')
+    .description("set the organization's share of a queue when several organizations wait")
+    .argument('<name>', 'organization')
+    .argument('<n>', 'weight, 1 to 100 (default 1)', positiveInt)
+    .action((name: string, weight: number) => admin((a) => a.orgs.setLimits(name, { weight })));
 
   const key = program.command('key').description('API keys of an organization');
   key
@@ -124,11 +150,23 @@ function buildProgram(io: CliIo, run: Run) {
     .command('create <name>')
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
-    .action((name: string, opts: { org?: string }) =>
-      admin((a) => a.devices.create(name, opts.org), {
+    .option('--models <a,b>', 'restrict it to these catalog models (default: any it may serve)', modelList)
+    .action((name: string, opts: { org?: string; models?: string[] }) =>
+      admin((a) => a.devices.create(name, opts.org, opts.models), {
         note: 'Store this token now: it is not shown again.',
       }),
     );
+  device
+    .command('models <device-id>')
+    .description('restrict a device to listed models (--set), or let it serve any it may (--clear)')
+    .option('--set <a,b>', 'the only catalog models it may serve', modelList)
+    .option('--clear', 'lift the restriction')
+    .action((id: string, opts: { set?: string[]; clear?: boolean }) => {
+      if ((opts.set === undefined) === (opts.clear === undefined)) {
+        throw new AppError('invalid_request', 'give either --set <a,b> or --clear');
+      }
+      return admin((a) => a.devices.setModels(id, opts.set ?? null));
+    });
   device
     .command('list')
     .description('list devices')

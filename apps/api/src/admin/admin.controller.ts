@@ -9,6 +9,7 @@ import {
   createOrgBody,
   limitsBody,
   rotateKeyBody,
+  updateDeviceBody,
 } from './admin.schemas';
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
@@ -36,7 +37,7 @@ export class AdminController {
     return this.admin.orgs.create(parseInput(createOrgBody, body ?? {}).name);
   }
 
-  /** Sets limits: a number, or null to remove one; fields left out keep their value. */
+  /** Sets limits (a number, or null to remove one), the network switch and the weight; fields left out keep their value. */
   @Patch('orgs/:org')
   setLimits(@Param('org') org: string, @Body() body: unknown) {
     const input = parseInput(limitsBody, body ?? {});
@@ -44,6 +45,8 @@ export class AdminController {
       rpm: input.rpm,
       concurrency: input.concurrency,
       maxQueued: input.max_queued,
+      network: input.network,
+      weight: input.weight,
     });
   }
 
@@ -99,7 +102,13 @@ export class AdminController {
   @Post('devices')
   createDevice(@Body() body: unknown) {
     const input = parseInput(createDeviceBody, body ?? {});
-    return this.admin.devices.create(input.name, input.org);
+    return this.admin.devices.create(input.name, input.org, input.models);
+  }
+
+  /** Restricts a device to listed models, or (`"models": null`) lets it serve any it may otherwise. */
+  @Patch('devices/:id')
+  updateDevice(@Param('id') id: string, @Body() body: unknown) {
+    return this.admin.devices.setModels(id, parseInput(updateDeviceBody, body ?? {}).models);
   }
 
   @Delete('devices/:id')

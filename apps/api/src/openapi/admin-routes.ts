@@ -6,6 +6,7 @@ import {
   createOrgBody,
   limitsBody,
   rotateKeyBody,
+  updateDeviceBody,
 } from '../admin/admin.schemas';
 import * as admin from './admin-schemas';
 import type { RouteDoc } from './routes';
@@ -37,7 +38,7 @@ export const ADMIN_ROUTES: RouteDoc[] = [
   {
     method: 'patch',
     path: '/admin/orgs/{org}',
-    summary: 'Set an organization’s limits',
+    summary: 'Set an organization’s limits, network switch and weight',
     tag: 'Admin',
     auth: 'admin',
     params: { org: ORG },
@@ -143,6 +144,17 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     auth: 'admin',
     body: { schema: createDeviceBody, required: true },
     ok: { status: 201, description: 'Registered', json: admin.deviceCreated },
+    errors: [400, 404],
+  },
+  {
+    method: 'patch',
+    path: '/admin/devices/{id}',
+    summary: 'Restrict a device to listed models, or lift the restriction',
+    tag: 'Admin',
+    auth: 'admin',
+    params: { id: 'The device’s id' },
+    body: { schema: updateDeviceBody, required: true },
+    ok: { status: 200, description: 'The device', json: admin.device },
     errors: [400, 404],
   },
   {

@@ -24,6 +24,8 @@ export const orgEntry = named(
     name: z.string(),
     created_at: iso,
     limits,
+    network: z.boolean(),
+    weight: z.number().int(),
     active_keys: z.number().int(),
     models: z.number().int(),
     devices: z.number().int(),
@@ -32,8 +34,8 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', list(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s limits after the change (null: unlimited).',
-  z.strictObject({ id: uuid, name: z.string(), limits }),
+  'An organization’s settings after the change: limits (null: unlimited), network switch, weight.',
+  z.strictObject({ id: uuid, name: z.string(), limits, network: z.boolean(), weight: z.number().int() }),
 );
 
 const keyFields = {
@@ -93,28 +95,40 @@ export const enablement = named(
 );
 
 const pool = z.enum(['direct', 'network']);
+const allowedModels = z
+  .array(z.string())
+  .nullable()
+  .describe('The models an admin restricted the device to; null: any model it may otherwise serve');
 export const deviceCreated = named(
   'DeviceCreated',
   'A registered device, with its token (shown this once).',
-  z.strictObject({ id: uuid, token: z.string(), name: z.string(), org: z.string().nullable(), pool, created_at: iso }),
+  z.strictObject({
+    id: uuid,
+    token: z.string(),
+    name: z.string(),
+    org: z.string().nullable(),
+    pool,
+    allowed_models: allowedModels,
+    created_at: iso,
+  }),
 );
-export const deviceList = named(
-  'DeviceList',
-  'Every device.',
-  list(
-    z.strictObject({
-      id: uuid,
-      name: z.string(),
-      org: z.string().nullable(),
-      pool,
-      token_prefix: z.string(),
-      status: z.enum(['active', 'revoked']),
-      created_at: iso,
-      last_seen_at: iso.nullable(),
-      revoked_at: iso.nullable(),
-    }),
-  ),
+export const device = named(
+  'Device',
+  'A device: its registration and the models it may serve.',
+  z.strictObject({
+    id: uuid,
+    name: z.string(),
+    org: z.string().nullable(),
+    pool,
+    token_prefix: z.string(),
+    status: z.enum(['active', 'revoked']),
+    allowed_models: allowedModels,
+    created_at: iso,
+    last_seen_at: iso.nullable(),
+    revoked_at: iso.nullable(),
+  }),
 );
+export const deviceList = named('DeviceList', 'Every device, oldest first.', list(device));
 export const deviceRevoked = named(
   'DeviceRevoked',
   'A revoked device.',

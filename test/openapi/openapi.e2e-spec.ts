@@ -141,6 +141,13 @@ describe('OpenAPI document', () => {
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);
     const device = await asAdmin('POST', '/admin/devices', '/admin/devices', { name: 'doc-device', org: name });
     await asAdmin('GET', '/admin/devices', '/admin/devices');
+    await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
+    await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${randomUUID()}`);
+    const queues = await asAdmin('GET', '/admin/queues', '/admin/queues');
+    assert.ok(
+      queues.body.data.some((q: { model: string }) => q.model === model),
+      queues.text,
+    );
     await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [model] });
     await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: null });
     await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [] });

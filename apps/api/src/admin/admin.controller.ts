@@ -1,5 +1,7 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
-import { AdminService, PrismaService } from '@app/common';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { AdminFleetService, AdminService, PrismaService, sqlOf } from '@app/common';
+import { REDIS } from '../infra/redis.module';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
 import {
@@ -22,9 +24,11 @@ const list = <T>(data: T[]) => ({ object: 'list' as const, data });
 @AdminOnly()
 export class AdminController {
   private readonly admin: AdminService;
+  private readonly fleet: AdminFleetService;
 
-  constructor(prisma: PrismaService) {
+  constructor(prisma: PrismaService, @Inject(REDIS) redis: Redis) {
     this.admin = new AdminService(prisma.pool);
+    this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
   }
 
   @Get('orgs')
@@ -94,9 +98,21 @@ export class AdminController {
     return this.admin.models.disable(model, org);
   }
 
+  /** Every device, with its live state: online, heartbeat, what it serves, its current task. */
   @Get('devices')
   async listDevices() {
-    return list(await this.admin.devices.list());
+    return list(await this.fleet.listDevices());
+  }
+
+  @Get('devices/:id')
+  showDevice(@Param('id') id: string) {
+    return this.fleet.showDevice(id);
+  }
+
+  /** Every queue with devices online or jobs waiting: depth, oldest wait, devices, each org's line. */
+  @Get('queues')
+  async listQueues() {
+    return list(await this.fleet.queues());
   }
 
   @Post('devices')
@@ -107,8 +123,9 @@ export class AdminController {
 
   /** Restricts a device to listed models, or (`"models": null`) lets it serve any it may otherwise. */
   @Patch('devices/:id')
-  updateDevice(@Param('id') id: string, @Body() body: unknown) {
-    return this.admin.devices.setModels(id, parseInput(updateDeviceBody, body ?? {}).models);
+  async updateDevice(@Param('id') id: string, @Body() body: unknown) {
+    await this.admin.devices.setModels(id, parseInput(updateDeviceBody, body ?? {}).models);
+    return this.fleet.showDevice(id);
   }
 
   @Delete('devices/:id')

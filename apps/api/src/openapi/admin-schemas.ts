@@ -114,7 +114,7 @@ export const deviceCreated = named(
 );
 export const device = named(
   'Device',
-  'A device: its registration and the models it may serve.',
+  'A device: its registration, the models it may serve, and its live state (what its dispatcher reports now).',
   z.strictObject({
     id: uuid,
     name: z.string(),
@@ -124,8 +124,16 @@ export const device = named(
     status: z.enum(['active', 'revoked']),
     allowed_models: allowedModels,
     created_at: iso,
-    last_seen_at: iso.nullable(),
+    last_seen_at: iso.nullable().describe('When it last connected to a dispatcher'),
     revoked_at: iso.nullable(),
+    online: z.boolean().describe('Connected to a dispatcher now'),
+    connected_at: iso.nullable().describe('When its current connection began; null when offline'),
+    last_heartbeat_at: iso.nullable().describe('Its last sign of life, renewed every 5 s while connected'),
+    dispatcher: z.string().nullable().describe('The dispatcher instance it is connected to'),
+    models: z.array(z.string()).describe('The announced models it was accepted for (serves); empty when offline'),
+    features: z.array(z.string()).describe('The features its backend supports, as announced'),
+    available: z.boolean().nullable().describe('False while its runtime is unreachable; null when offline'),
+    task: z.string().nullable().describe('The task address it is serving, or null'),
   }),
 );
 export const deviceList = named('DeviceList', 'Every device, oldest first.', list(device));
@@ -133,4 +141,32 @@ export const deviceRevoked = named(
   'DeviceRevoked',
   'A revoked device.',
   z.strictObject({ id: uuid, name: z.string(), revoked_at: iso }),
+);
+
+const waitMs = z.number().int().nullable().describe('Age of the oldest waiting job in ms; null when none waits');
+export const queueList = named(
+  'QueueList',
+  'Every (model, pool) queue with devices online or jobs waiting, by queue name.',
+  list(
+    z.strictObject({
+      queue: z.string().describe('The queue’s name in Redis'),
+      model: z.string(),
+      pool,
+      org: z.string().nullable().describe('The organization of a direct pool; null for the network'),
+      waiting: z.number().int(),
+      oldest_wait_ms: waitMs,
+      devices_online: z.number().int().describe('Devices online serving this queue'),
+      devices_busy: z.number().int().describe('Of those, the ones serving a task now'),
+      lines: z
+        .array(
+          z.strictObject({
+            org: z.string().nullable(),
+            org_id: uuid,
+            waiting: z.number().int(),
+            oldest_wait_ms: waitMs,
+          }),
+        )
+        .describe('Each organization with jobs waiting, in its own line; organizations are served in turn by weight'),
+    }),
+  ),
 );

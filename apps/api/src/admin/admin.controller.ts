@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { AdminFleetService, AdminService, PrismaService, sqlOf } from '@app/common';
+import { AdminFleetService, AdminService, AdminTrafficService, PrismaService, sqlOf } from '@app/common';
 import { REDIS } from '../infra/redis.module';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
@@ -25,10 +25,12 @@ const list = <T>(data: T[]) => ({ object: 'list' as const, data });
 export class AdminController {
   private readonly admin: AdminService;
   private readonly fleet: AdminFleetService;
+  private readonly traffic: AdminTrafficService;
 
   constructor(prisma: PrismaService, @Inject(REDIS) redis: Redis) {
     this.admin = new AdminService(prisma.pool);
     this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
+    this.traffic = new AdminTrafficService(sqlOf(prisma.pool));
   }
 
   @Get('orgs')
@@ -131,6 +133,12 @@ export class AdminController {
   @Delete('devices/:id')
   revokeDevice(@Param('id') id: string) {
     return this.admin.devices.revoke(id);
+  }
+
+  /** The last hour by minute: requests, TTFT and duration percentiles, errors by code; the latest failures. */
+  @Get('traffic')
+  showTraffic() {
+    return this.traffic.lastHour();
   }
 
   @Get('tasks/:address')

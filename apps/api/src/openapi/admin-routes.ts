@@ -8,6 +8,7 @@ import {
   rotateKeyBody,
   updateDeviceBody,
 } from '../admin/admin.schemas';
+import { signInBody } from '../dashboard/dashboard.controller';
 import * as admin from './admin-schemas';
 import type { RouteDoc } from './routes';
 import * as api from './schemas';
@@ -205,5 +206,56 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     query: adminUsageQueryParams,
     ok: { status: 200, description: 'The report', json: api.usageReport },
     errors: [400, 404],
+  },
+  {
+    method: 'get',
+    path: '/admin/traffic',
+    summary: 'The last hour of traffic: requests, latency percentiles, errors by code, latest failures',
+    tag: 'Admin',
+    auth: 'admin',
+    ok: { status: 200, description: 'The traffic', json: admin.traffic },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/dashboard',
+    summary: 'The operators’ dashboard (a web page)',
+    tag: 'Dashboard',
+    auth: 'public',
+    ok: { status: 200, description: 'The page', other: { 'text/html': 'The dashboard' } },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/dashboard/assets/{file}',
+    summary: 'A script or stylesheet of the dashboard',
+    tag: 'Dashboard',
+    auth: 'public',
+    params: { file: 'The asset’s file name' },
+    ok: {
+      status: 200,
+      description: 'The asset',
+      other: { 'text/javascript': 'A script', 'text/css': 'A stylesheet' },
+    },
+    errors: [404],
+  },
+  {
+    method: 'post',
+    path: '/dashboard/session',
+    summary: 'Sign in to the dashboard: the admin token for a session cookie',
+    tag: 'Dashboard',
+    auth: 'public',
+    body: { schema: signInBody, required: true },
+    ok: { status: 204, description: 'Signed in: Set-Cookie sy_admin_session (HttpOnly, SameSite=Strict, 12 h)' },
+    errors: [400, 401, 429],
+  },
+  {
+    method: 'delete',
+    path: '/dashboard/session',
+    summary: 'Sign out of the dashboard',
+    tag: 'Dashboard',
+    auth: 'public',
+    ok: { status: 204, description: 'Signed out: the session ends on every api instance' },
+    errors: [],
   },
 ];

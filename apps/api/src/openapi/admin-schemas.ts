@@ -170,3 +170,36 @@ export const queueList = named(
     }),
   ),
 );
+
+const msOrNull = z.number().int().nullable();
+export const traffic = named(
+  'Traffic',
+  'The last hour of traffic by minute (minutes without requests are left out), errors by code, the latest failures.',
+  z.strictObject({
+    window_minutes: z.number().int(),
+    minutes: z.array(
+      z.strictObject({
+        at: iso.describe('The minute (UTC) the requests were queued in'),
+        requests: z.number().int(),
+        requests_per_second: z.number(),
+        errors: z.number().int().describe('Requests that ended failed or timed_out'),
+        ttft_p50_ms: msOrNull,
+        ttft_p95_ms: msOrNull,
+        duration_p50_ms: msOrNull,
+        duration_p95_ms: msOrNull,
+      }),
+    ),
+    errors_by_code: z.array(z.strictObject({ code: z.string(), count: z.number().int() })),
+    recent_failures: z.array(
+      z.strictObject({
+        task_address: z.string(),
+        org: z.string(),
+        model: z.string(),
+        status: z.enum(['failed', 'timed_out']),
+        error_code: z.string().nullable(),
+        queued_at: iso,
+        finished_at: iso.nullable(),
+      }),
+    ),
+  }),
+);

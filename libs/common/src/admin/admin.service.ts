@@ -14,6 +14,7 @@ export { sqlOf } from './sql';
 export type { Sql } from './sql';
 export type { CreateKeyInput, RotateKeyInput, AddModelInput, LimitsInput };
 export { AdminFleetService } from './fleet.service';
+export { AdminTrafficService } from './traffic.service';
 export type { FleetDevice, FleetQueue, FleetLine } from './fleet.service';
 export type { DeviceRecord } from './devices.service';
 export { AdminDevicesService, AdminKeysService, AdminModelsService, AdminOrgsService, AdminTasksService };

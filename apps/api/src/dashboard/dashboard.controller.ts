@@ -97,6 +97,12 @@ export class DashboardController {
     await this.sessions.open(request, reply);
   }
 
+  /** Whether the browser's cookie is a live session (the page asks before showing the sign-in form). */
+  @Get('session')
+  async session(@Req() request: FastifyRequest) {
+    return { signed_in: await this.sessions.valid(request) };
+  }
+
   /** Signs out: the session ends on every api instance. */
   @Delete('session')
   @HttpCode(204)

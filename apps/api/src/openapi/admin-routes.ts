@@ -250,6 +250,15 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     errors: [400, 401, 429],
   },
   {
+    method: 'get',
+    path: '/dashboard/session',
+    summary: 'Whether the browser is signed in to the dashboard',
+    tag: 'Dashboard',
+    auth: 'public',
+    ok: { status: 200, description: 'The session state', json: admin.dashboardSession },
+    errors: [],
+  },
+  {
     method: 'delete',
     path: '/dashboard/session',
     summary: 'Sign out of the dashboard',

@@ -203,3 +203,9 @@ export const traffic = named(
     ),
   }),
 );
+
+export const dashboardSession = named(
+  'DashboardSession',
+  'Whether the request carries a live dashboard session cookie.',
+  z.strictObject({ signed_in: z.boolean() }),
+);

@@ -157,6 +157,11 @@ describe('OpenAPI document', () => {
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);
     await asAdmin('GET', '/admin/usage', '/admin/usage?group_by=org,model');
     await asAdmin('GET', '/admin/usage', `/admin/usage?org=${uniq('nobody')}`);
+    const traffic = await asAdmin('GET', '/admin/traffic', '/admin/traffic');
+    assert.ok(traffic.body.minutes.length > 0, traffic.text);
+    await call('GET', '/dashboard/session', '/dashboard/session');
+    await call('POST', '/dashboard/session', '/dashboard/session', { body: { token: 1 } });
+    await call('GET', '/dashboard/assets/{file}', '/dashboard/assets/nothing.js');
     const denied = await http('GET', `${relay.api.url}/admin/orgs`);
     conforms('GET', '/admin/orgs', denied);
   });
@@ -166,7 +171,17 @@ describe('OpenAPI document', () => {
       Object.keys(ops as object).map((method) => `${method.toUpperCase()} ${path}`),
     );
     // /metrics answers text and /openapi.json this document: not JSON bodies with a schema to check.
-    const missing = documented.filter((r) => !checked.has(r) && !['GET /metrics', 'GET /openapi.json'].includes(r));
+    const missing = documented.filter(
+      (r) =>
+        !checked.has(r) &&
+        ![
+          'GET /metrics',
+          'GET /openapi.json',
+          // The dashboard's page and assets, and the session's 204s: no JSON body (see test/dashboard).
+          'GET /dashboard',
+          'DELETE /dashboard/session',
+        ].includes(r),
+    );
     expect(missing).toEqual([]);
   });
 });

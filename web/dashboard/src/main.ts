@@ -73,7 +73,7 @@ function text(v: unknown): string {
   if (Array.isArray(v)) {
     return v.map(String).join(', ') || '–';
   }
-  return typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
+  return typeof v === 'object' ? JSON.stringify(v) : `${v as string | number | boolean}`;
 }
 
 function since(iso: string | null): string {

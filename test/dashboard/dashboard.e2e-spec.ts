@@ -118,7 +118,11 @@ describe('dashboard in a browser', () => {
     // Refreshed live: the count grows without a reload.
     await page.waitForFunction(
       (n) => {
-        const m = /(\d+) requests/.exec(document.querySelector('[data-testid="traffic-summary"]')?.textContent ?? '');
+        // Runs in the page: `document` is the browser's (the tests' own types have no DOM).
+        const doc = (
+          globalThis as unknown as { document: { querySelector(s: string): { textContent: string } | null } }
+        ).document;
+        const m = /(\d+) requests/.exec(doc.querySelector('[data-testid="traffic-summary"]')?.textContent ?? '');
         return m !== null && Number(m[1]) > n;
       },
       before,

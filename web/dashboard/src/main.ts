@@ -309,8 +309,22 @@ function chart(title: string, series: { label: string; values: (number | null)[]
 async function traffic(): Promise<void> {
   const t = await api('GET', '/admin/traffic');
   charts.splice(0).forEach((c) => c.destroy());
-  const m: Json[] = t.minutes;
-  const xs = m.map((b) => Date.parse(b.at) / 1000);
+  // Every minute of the window, those without requests as zero (latencies as gaps): lines, not dots.
+  const byMinute = new Map<number, Json>((t.minutes as Json[]).map((b) => [Date.parse(b.at) / 1000, b]));
+  const last = Math.floor(Date.now() / 60_000) * 60;
+  const xs = Array.from({ length: t.window_minutes as number }, (_, i) => last - (t.window_minutes - 1 - i) * 60);
+  const m: Json[] = xs.map(
+    (x) =>
+      byMinute.get(x) ?? {
+        requests: 0,
+        requests_per_second: 0,
+        errors: 0,
+        ttft_p50_ms: null,
+        ttft_p95_ms: null,
+        duration_p50_ms: null,
+        duration_p95_ms: null,
+      },
+  );
   const total = m.reduce((n, b) => n + b.requests, 0);
   const errors = m.reduce((n, b) => n + b.errors, 0);
   fill(

@@ -35,6 +35,7 @@ function newest(path) {
 
 const inputs = [
   'apps',
+  'web',
   'libs',
   'bench',
   'prisma/schema.prisma',
@@ -58,6 +59,8 @@ try {
   process.exit(1);
 }
 run(bin('tsc-alias'), ['-p', 'tsconfig.build.json']);
+// The dashboard's bundle, beside the apps: the api serves dist/dashboard at /dashboard.
+run(process.execPath, [join(root, 'scripts/build-dashboard.mjs'), join(root, 'dist/dashboard')]);
 // Stamped with the time the build started: a file saved during the build makes the next run build again.
 if (existsSync(join(root, 'dist'))) {
   writeFileSync(STAMP, '');

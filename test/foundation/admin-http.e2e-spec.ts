@@ -83,6 +83,8 @@ describe('admin HTTP API', () => {
       id: org.org.id,
       name: org.org.name,
       limits: { rpm: 60, concurrency: 2, max_queued: null },
+      network: true,
+      weight: 1,
     });
     // Fields left out keep their value; null removes a limit.
     const cleared = await admin('PATCH', path, { concurrency: null, max_queued: 5 });

@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { projectPath } from '../../libs/common/src/paths/project-root';
 import globalSetup from './global-setup';
 import { buildForTests } from './transpile';
 import { TEST_ENV } from './test-env';
@@ -10,5 +13,13 @@ export default async function globalSetupE2e(): Promise<void> {
   await globalSetup();
   if (!process.env[TEST_ENV.build]) {
     process.env[TEST_ENV.build] = await buildForTests(process.env[TEST_ENV.run]!);
+    // The dashboard's bundle, where the api of that build looks for it (dashboard/ beside apps/).
+    execFileSync(
+      process.execPath,
+      [projectPath('scripts/build-dashboard.mjs'), join(process.env[TEST_ENV.build]!, 'dashboard')],
+      {
+        stdio: 'inherit',
+      },
+    );
   }
 }

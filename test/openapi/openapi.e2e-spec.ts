@@ -137,6 +137,8 @@ describe('OpenAPI document', () => {
     await asAdmin('POST', '/admin/orgs', '/admin/orgs', { name });
     await asAdmin('GET', '/admin/orgs', '/admin/orgs');
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { rpm: 60, concurrency: null });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { network: false, weight: 2 });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { weight: 0 });
     const key = await asAdmin('POST', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`, { label: 'doc' });
     const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {
       grace: '1h',
@@ -155,11 +157,27 @@ describe('OpenAPI document', () => {
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);
     const device = await asAdmin('POST', '/admin/devices', '/admin/devices', { name: 'doc-device', org: name });
     await asAdmin('GET', '/admin/devices', '/admin/devices');
+    await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
+    await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${randomUUID()}`);
+    const queues = await asAdmin('GET', '/admin/queues', '/admin/queues');
+    assert.ok(
+      queues.body.data.some((q: { model: string }) => q.model === model),
+      queues.text,
+    );
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [model] });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: null });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [] });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${randomUUID()}`, { models: null });
     await asAdmin('DELETE', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/${taskAddress}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);
     await asAdmin('GET', '/admin/usage', '/admin/usage?group_by=org,model');
     await asAdmin('GET', '/admin/usage', `/admin/usage?org=${uniq('nobody')}`);
+    const traffic = await asAdmin('GET', '/admin/traffic', '/admin/traffic');
+    assert.ok(traffic.body.minutes.length > 0, traffic.text);
+    await call('GET', '/dashboard/session', '/dashboard/session');
+    await call('POST', '/dashboard/session', '/dashboard/session', { body: { token: 1 } });
+    await call('GET', '/dashboard/assets/{file}', '/dashboard/assets/nothing.js');
     const denied = await http('GET', `${relay.api.url}/admin/orgs`);
     conforms('GET', '/admin/orgs', denied);
   });
@@ -169,7 +187,17 @@ describe('OpenAPI document', () => {
       Object.keys(ops as object).map((method) => `${method.toUpperCase()} ${path}`),
     );
     // /metrics answers text and /openapi.json this document: not JSON bodies with a schema to check.
-    const missing = documented.filter((r) => !checked.has(r) && !['GET /metrics', 'GET /openapi.json'].includes(r));
+    const missing = documented.filter(
+      (r) =>
+        !checked.has(r) &&
+        ![
+          'GET /metrics',
+          'GET /openapi.json',
+          // The dashboard's page and assets, and the session's 204s: no JSON body (see test/dashboard).
+          'GET /dashboard',
+          'DELETE /dashboard/session',
+        ].includes(r),
+    );
     expect(missing).toEqual([]);
   });
 });

@@ -428,7 +428,13 @@ describe('limits and request caps', () => {
       const url = `${apiA.url}/admin/orgs/${org.name}`;
       const set = await http('PATCH', url, { headers: adminAuth, body: { rpm: 10, concurrency: 3, max_queued: 4 } });
       assert.equal(set.status, 200, set.text);
-      expect(set.body).toEqual({ id: org.id, name: org.name, limits: { rpm: 10, concurrency: 3, max_queued: 4 } });
+      expect(set.body).toEqual({
+        id: org.id,
+        name: org.name,
+        limits: { rpm: 10, concurrency: 3, max_queued: 4 },
+        network: true,
+        weight: 1,
+      });
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });
       expect(partial.body.limits).toEqual({ rpm: 10, concurrency: null, max_queued: 4 });
       const empty = await http('PATCH', url, { headers: adminAuth, body: {} });

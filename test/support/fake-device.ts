@@ -9,6 +9,8 @@ import { PROTOCOL_VERSION } from '@app/common';
  */
 export class FakeDevice {
   readonly assignments: { payload: any }[] = [];
+  /** The dispatcher's answer to the announce: the models accepted and those refused, with reasons. */
+  announceAck: any = null;
   /** Waiting nextAssignment() calls, woken by the next task:assign. */
   private readonly waiters: (() => void)[] = [];
 
@@ -48,6 +50,7 @@ export class FakeDevice {
       running_task: null,
     });
     assert.equal(answer.ok, true, JSON.stringify(answer));
+    device.announceAck = answer;
     return device;
   }
 

@@ -5,6 +5,7 @@ import { ConfigModule, PrismaModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { AdminController } from './admin/admin.controller';
 import { AuthModule } from './auth/auth.module';
+import { DashboardController } from './dashboard/dashboard.controller';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { UsageController } from './usage/usage.controller';
 import { OpenApiController } from './openapi/openapi.controller';
@@ -50,6 +51,7 @@ export class AppModule {
         TasksController,
         UsageController,
         AdminController,
+        DashboardController,
         OpenApiController,
       ],
       providers: [

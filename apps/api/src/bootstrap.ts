@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
 import type { NestApplicationOptions } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { AppError, openAIError } from '@app/common';
-import type { AppConfig } from '@app/common';
+import { AppError, LOGGER, openAIError } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
 import { installAuthHook } from './auth/auth.hook';
+import { ListenerFactory, isAdminSurface, isProbe, onAdminListener } from './common/admin-listener';
+import { sendError } from './common/all-exceptions.filter';
 import { routeFamily } from './common/route-family';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -38,9 +41,14 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 /** Options of the Nest application: body parsing is ours (see configureApiApp), the same for every content type. */
 export const API_APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
+/** Feeds the admin listener from the application's own request handler (see listenApi). */
+const listeners = new ListenerFactory();
+
 /** The Fastify adapter of the api: body limit, errors before routing in our shapes, request ids. */
 export function createApiAdapter(config: AppConfig): FastifyAdapter {
   return new FastifyAdapter({
+    // The admin listener (ADMIN_PORT) serves the same application: its server needs Fastify's handler.
+    ...(config.ADMIN_PORT ? { serverFactory: listeners.serverFactory } : {}),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // Behind a proxy, the client's address (for the failed-authentication limit) is X-Forwarded-For's.
     trustProxy: config.TRUST_PROXY,
@@ -68,6 +76,9 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
+  if (config.ADMIN_PORT) {
+    splitListeners(app, app.get<Logger>(LOGGER));
+  }
   installAuthHook(app, config);
   // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
   // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).
@@ -110,4 +121,49 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
       status: String(reply.statusCode),
     });
   });
+}
+
+/**
+ * With ADMIN_PORT set, the admin API and the dashboard answer only on the admin listener, and the
+ * admin listener answers only them (and the health probes): elsewhere they are an unknown URL, the
+ * same 404 as any other, before any credential is looked at.
+ */
+function splitListeners(app: NestFastifyApplication, logger: Logger): void {
+  app
+    .getHttpAdapter()
+    .getInstance()
+    .addHook('onRequest', async (request, reply) => {
+      // The matched route, not the raw URL: what is served is decided on what would run.
+      const url = request.routeOptions.url ?? request.url;
+      const allowed = onAdminListener(request) ? isAdminSurface(url) || isProbe(url) : !isAdminSurface(url);
+      if (!allowed) {
+        sendError(
+          reply,
+          request,
+          new AppError('unknown_url', 'Unknown request URL. Please check the URL and method.'),
+          logger,
+        );
+        return reply;
+      }
+    });
+}
+
+/**
+ * Starts listening: the public port (API_PORT on HOST) and, with ADMIN_PORT set, the admin listener
+ * on ADMIN_HOST (loopback by default). Returns the admin server, to be closed on shutdown.
+ */
+export async function listenApi(app: NestFastifyApplication, config: AppConfig): Promise<Server | null> {
+  await app.listen(config.API_PORT, config.HOST);
+  if (!config.ADMIN_PORT) {
+    return null;
+  }
+  const server = listeners.adminServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.ADMIN_PORT, config.ADMIN_HOST, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
 }

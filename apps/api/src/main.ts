@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
 import { AppModule } from './app.module';
-import { API_APP_OPTIONS, configureApiApp, createApiAdapter } from './bootstrap';
+import { API_APP_OPTIONS, configureApiApp, createApiAdapter, listenApi } from './bootstrap';
 import { FlightsService } from './flight/flights.service';
 
 async function bootstrap(): Promise<void> {
@@ -15,8 +15,11 @@ async function bootstrap(): Promise<void> {
     { ...API_APP_OPTIONS, logger: new PinoNestLogger(logger) },
   );
   configureApiApp(app, config);
-  await app.listen(config.API_PORT, config.HOST);
+  const adminServer = await listenApi(app, config);
   logger.info({ port: config.API_PORT }, 'api listening');
+  if (adminServer) {
+    logger.info({ port: config.ADMIN_PORT, host: config.ADMIN_HOST }, 'admin API and dashboard listening');
+  }
 
   // SIGTERM/SIGINT: stop taking connections, let requests in flight finish (SHUTDOWN_GRACE_MS), end
   // the rest with an explicit error, then close everything.
@@ -24,6 +27,8 @@ async function bootstrap(): Promise<void> {
   onShutdownSignal(logger, async () => {
     fastify.server.close();
     fastify.server.closeIdleConnections();
+    adminServer?.close();
+    adminServer?.closeAllConnections();
     await app.get(FlightsService).drain();
     await app.close();
   });

@@ -1,5 +1,7 @@
+import type { Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import type { AdminService } from '@app/common/admin/admin.service';
+import type { AdminFleetService } from '@app/common/admin/fleet.service';
 import type { UsageService } from '@app/common/usage/usage.service';
 
 /**
@@ -10,8 +12,12 @@ import type { UsageService } from '@app/common/usage/usage.service';
  */
 export class CliServices {
   private pool: Pool | undefined;
+  private redis: Redis | undefined;
 
-  constructor(private readonly databaseUrl: string) {}
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly redisUrl: string,
+  ) {}
 
   async admin(): Promise<AdminService> {
     const { AdminService } = await import('@app/common/admin/admin.service');
@@ -23,6 +29,24 @@ export class CliServices {
     return new UsageService(await this.pg());
   }
 
+  /** The live view (devices online, queues): Postgres and Redis, ioredis loaded only for these commands. */
+  async fleet(): Promise<AdminFleetService> {
+    const [{ AdminFleetService }, { sqlOf }, { createRedis }] = await Promise.all([
+      import('@app/common/admin/fleet.service'),
+      import('@app/common/admin/sql'),
+      import('@app/common/redis/redis'),
+    ]);
+    // A command is not a service: an unreachable Redis fails it after a few quick tries, not minutes.
+    this.redis ??= createRedis(this.redisUrl, {
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2_000,
+      retryStrategy: (attempt) => (attempt > 2 ? null : 200),
+      connectionName: 'switchyard-cli',
+    });
+    this.redis.on('error', () => undefined);
+    return new AdminFleetService(sqlOf(await this.pg()), this.redis);
+  }
+
   private async pg(): Promise<Pool> {
     const { createPool } = await import('@app/common/prisma/pool');
     // Two connections at most: a command runs its statements one after another (a transaction holds one).
@@ -31,6 +55,7 @@ export class CliServices {
   }
 
   async close(): Promise<void> {
+    this.redis?.disconnect();
     if (this.pool && !this.pool.ending) {
       await this.pool.end();
     }

@@ -2,6 +2,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '@app/common/config/config';
 import { AppError } from '@app/common/errors/app-error';
 import type { AdminService } from '@app/common/admin/admin.service';
+import type { FleetDevice, FleetQueue } from '@app/common/admin/fleet.service';
 import { CliServices } from './cli-services';
 import { renderHuman } from './output';
 import { addUsageCommand } from './usage-command';
@@ -37,6 +38,13 @@ function buildProgram(io: CliIo, run: Run) {
     return Number(value);
   };
 
+  // Model ids never contain a comma (MODEL_ID); empty items (a trailing comma) are dropped.
+  const modelList = (value: string) =>
+    value
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean);
+
   const org = program.command('org').description('organizations (tenants)');
   org
     .command('create <name>')
@@ -65,6 +73,25 @@ function buildProgram(io: CliIo, run: Run) {
         }),
       ),
     );
+
+  const onOff = (value: string) => {
+    if (value !== 'on' && value !== 'off') {
+      throw new InvalidArgumentError('must be on or off');
+    }
+    return value === 'on';
+  };
+  org
+    .command('network')
+    .description('let the organization use the shared network (on, the default) or keep its prompts off it (off)')
+    .argument('<name>', 'organization')
+    .argument('<on|off>', 'on or off', onOff)
+    .action((name: string, network: boolean) => admin((a) => a.orgs.setLimits(name, { network })));
+  org
+    .command('weight')
+    .description("set the organization's share of a queue when several organizations wait")
+    .argument('<name>', 'organization')
+    .argument('<n>', 'weight, 1 to 100 (default 1)', positiveInt)
+    .action((name: string, weight: number) => admin((a) => a.orgs.setLimits(name, { weight })));
 
   const key = program.command('key').description('API keys of an organization');
   key
@@ -124,15 +151,31 @@ function buildProgram(io: CliIo, run: Run) {
     .command('create <name>')
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
-    .action((name: string, opts: { org?: string }) =>
-      admin((a) => a.devices.create(name, opts.org), {
+    .option('--models <a,b>', 'restrict it to these catalog models (default: any it may serve)', modelList)
+    .action((name: string, opts: { org?: string; models?: string[] }) =>
+      admin((a) => a.devices.create(name, opts.org, opts.models), {
         note: 'Store this token now: it is not shown again.',
       }),
     );
   device
+    .command('models <device-id>')
+    .description('restrict a device to listed models (--set), or let it serve any it may (--clear)')
+    .option('--set <a,b>', 'the only catalog models it may serve', modelList)
+    .option('--clear', 'lift the restriction')
+    .action((id: string, opts: { set?: string[]; clear?: boolean }) => {
+      if ((opts.set === undefined) === (opts.clear === undefined)) {
+        throw new AppError('invalid_request', 'give either --set <a,b> or --clear');
+      }
+      return admin((a) => a.devices.setModels(id, opts.set ?? null));
+    });
+  device
     .command('list')
-    .description('list devices')
-    .action(() => admin((a) => a.devices.list()));
+    .description('list devices with their live state (online, models served, current task)')
+    .action(() => run(async (s) => (await s.fleet()).listDevices(), { human: deviceTable }));
+  device
+    .command('show <device-id>')
+    .description('show one device with its live state')
+    .action((id: string) => run(async (s) => (await s.fleet()).showDevice(id)));
   device
     .command('revoke <device-id>')
     .description('revoke a device token (a connected device is disconnected)')
@@ -144,8 +187,43 @@ function buildProgram(io: CliIo, run: Run) {
     .description('show a task record')
     .action((address: string) => admin((a) => a.tasks.show(address)));
 
+  program
+    .command('queues')
+    .description('the queues: jobs waiting, oldest wait, devices online and busy, and each organization’s line')
+    .action(() => run(async (s) => (await s.fleet()).queues(), { human: queueTable }));
+
   addUsageCommand(program, run);
   return program;
+}
+
+/** The columns an operator scans in a device list; --json has every field. */
+function deviceTable(result: unknown) {
+  return (result as FleetDevice[]).map((d) => ({
+    id: d.id,
+    name: d.name,
+    org: d.org,
+    pool: d.pool,
+    token_prefix: d.token_prefix,
+    status: d.status,
+    online: d.online,
+    available: d.available,
+    models: d.models,
+    task: d.task,
+    last_heartbeat_at: d.last_heartbeat_at,
+  }));
+}
+
+function queueTable(result: unknown) {
+  return (result as FleetQueue[]).map((q) => ({
+    model: q.model,
+    pool: q.pool,
+    org: q.org,
+    waiting: q.waiting,
+    oldest_wait_ms: q.oldest_wait_ms,
+    devices: q.devices_online,
+    busy: q.devices_busy,
+    lines: q.lines.map((l) => `${l.org ?? l.org_id}:${l.waiting}`),
+  }));
 }
 
 /** Where a CLI run writes, and what it reads its configuration from. */
@@ -165,7 +243,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   let code = 0;
   const program = buildProgram(io, async (action, opts = {}) => {
     json = Boolean(program.opts<{ json?: boolean }>().json);
-    services = new CliServices(loadConfig(io.env).DATABASE_URL);
+    const config = loadConfig(io.env);
+    services = new CliServices(config.DATABASE_URL, config.REDIS_URL);
     const result = await action(services);
     // A JSON list is wrapped so that --json always prints one object.
     const out = Array.isArray(result) ? { object: 'list', data: result } : result;

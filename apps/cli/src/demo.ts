@@ -270,11 +270,16 @@ async function main(): Promise<void> {
   }
 
   const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello to Switchyard' }] });
+  // With ADMIN_PORT set, the dashboard is on the admin listener only.
+  const dashboardUrl = config.ADMIN_PORT
+    ? `http://${config.ADMIN_HOST}:${config.ADMIN_PORT}/dashboard`
+    : `${apiUrl}/dashboard`;
   say(`
 Switchyard is running: api ${apiUrl}, dispatcher ${dispatcherUrl}, one simulated device serving ${MODEL}.
 
   API key (org "${ORG}"):  ${state.key}
   Admin token:             ${state.adminToken}
+  Dashboard:               ${dashboardUrl}  (sign in with the admin token)
 
 Try it:
 

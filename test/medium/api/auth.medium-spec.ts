@@ -43,7 +43,19 @@ describe('auth guard (api)', () => {
         .filter((r) => r.access === 'public')
         .map((r) => `${r.method} ${r.path}`)
         .sort(),
-    ).toEqual(['GET /api/version', 'GET /healthz', 'GET /metrics', 'GET /openapi.json', 'GET /readyz']);
+    ).toEqual([
+      // The dashboard's page, assets and session routes: signing in is how a browser gets credentials.
+      'DELETE /dashboard/session',
+      'GET /api/version',
+      'GET /dashboard',
+      'GET /dashboard/assets/:file',
+      'GET /dashboard/session',
+      'GET /healthz',
+      'GET /metrics',
+      'GET /openapi.json',
+      'GET /readyz',
+      'POST /dashboard/session',
+    ]);
     for (const route of routes.filter((r) => r.access !== 'public')) {
       // Each from an address of its own: so many failures from one would be refused with 429.
       from = loopbackAddress();

@@ -1,5 +1,7 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
-import { AdminService, PrismaService } from '@app/common';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Patch, Post, Put } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { AdminFleetService, AdminService, AdminTrafficService, PrismaService, sqlOf } from '@app/common';
+import { REDIS } from '../infra/redis.module';
 import { AdminOnly } from '../auth/access.decorator';
 import { parseInput } from '../common/validation';
 import {
@@ -9,6 +11,7 @@ import {
   createOrgBody,
   limitsBody,
   rotateKeyBody,
+  updateDeviceBody,
 } from './admin.schemas';
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
@@ -21,9 +24,13 @@ const list = <T>(data: T[]) => ({ object: 'list' as const, data });
 @AdminOnly()
 export class AdminController {
   private readonly admin: AdminService;
+  private readonly fleet: AdminFleetService;
+  private readonly traffic: AdminTrafficService;
 
-  constructor(prisma: PrismaService) {
+  constructor(prisma: PrismaService, @Inject(REDIS) redis: Redis) {
     this.admin = new AdminService(prisma.pool);
+    this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
+    this.traffic = new AdminTrafficService(sqlOf(prisma.pool));
   }
 
   @Get('orgs')
@@ -36,7 +43,7 @@ export class AdminController {
     return this.admin.orgs.create(parseInput(createOrgBody, body ?? {}).name);
   }
 
-  /** Sets limits: a number, or null to remove one; fields left out keep their value. */
+  /** Sets limits (a number, or null to remove one), the network switch and the weight; fields left out keep their value. */
   @Patch('orgs/:org')
   setLimits(@Param('org') org: string, @Body() body: unknown) {
     const input = parseInput(limitsBody, body ?? {});
@@ -44,6 +51,8 @@ export class AdminController {
       rpm: input.rpm,
       concurrency: input.concurrency,
       maxQueued: input.max_queued,
+      network: input.network,
+      weight: input.weight,
     });
   }
 
@@ -91,20 +100,45 @@ export class AdminController {
     return this.admin.models.disable(model, org);
   }
 
+  /** Every device, with its live state: online, heartbeat, what it serves, its current task. */
   @Get('devices')
   async listDevices() {
-    return list(await this.admin.devices.list());
+    return list(await this.fleet.listDevices());
+  }
+
+  @Get('devices/:id')
+  showDevice(@Param('id') id: string) {
+    return this.fleet.showDevice(id);
+  }
+
+  /** Every queue with devices online or jobs waiting: depth, oldest wait, devices, each org's line. */
+  @Get('queues')
+  async listQueues() {
+    return list(await this.fleet.queues());
   }
 
   @Post('devices')
   createDevice(@Body() body: unknown) {
     const input = parseInput(createDeviceBody, body ?? {});
-    return this.admin.devices.create(input.name, input.org);
+    return this.admin.devices.create(input.name, input.org, input.models);
+  }
+
+  /** Restricts a device to listed models, or (`"models": null`) lets it serve any it may otherwise. */
+  @Patch('devices/:id')
+  async updateDevice(@Param('id') id: string, @Body() body: unknown) {
+    await this.admin.devices.setModels(id, parseInput(updateDeviceBody, body ?? {}).models);
+    return this.fleet.showDevice(id);
   }
 
   @Delete('devices/:id')
   revokeDevice(@Param('id') id: string) {
     return this.admin.devices.revoke(id);
+  }
+
+  /** The last hour by minute: requests, TTFT and duration percentiles, errors by code; the latest failures. */
+  @Get('traffic')
+  showTraffic() {
+    return this.traffic.lastHour();
   }
 
   @Get('tasks/:address')

@@ -8,6 +8,11 @@ import { z } from 'zod';
 const limit = (what: string) =>
   z.number().int().nullable().optional().describe(`${what}: 1 to 1,000,000,000, or null to remove the limit`);
 
+const allowedModels = z
+  .array(z.string())
+  .nullable()
+  .describe('The only catalog models the device may serve (at least one); null: any model it may otherwise serve');
+
 export const createOrgBody = z.strictObject({
   name: z.string().describe('1-64 letters, digits, ".", "_" or "-", starting with a letter or digit'),
 });
@@ -15,6 +20,15 @@ export const limitsBody = z.strictObject({
   rpm: limit('Requests per minute'),
   concurrency: limit('Requests at once'),
   max_queued: limit('Queued requests per model'),
+  network: z
+    .boolean()
+    .optional()
+    .describe('false keeps the organization’s prompts off the shared network (mode network then gets 403)'),
+  weight: z
+    .number()
+    .int()
+    .optional()
+    .describe('Its share of a queue’s assignments when several organizations wait: 1 to 100 (default 1)'),
 });
 export const createKeyBody = z.strictObject({
   label: z.string().optional().describe('1-100 characters'),
@@ -34,4 +48,8 @@ export const addModelBody = z.strictObject({
 export const createDeviceBody = z.strictObject({
   name: z.string().describe('1-64 characters'),
   org: z.string().optional().describe('The organization of a direct device; none registers a network device'),
+  models: allowedModels.optional(),
+});
+export const updateDeviceBody = z.strictObject({
+  models: allowedModels,
 });

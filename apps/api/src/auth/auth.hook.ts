@@ -4,6 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { AppError, LOGGER } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { sendError } from '../common/all-exceptions.filter';
+import { AdminSessions, CSRF_HEADER, sessionCookie } from './admin-sessions.service';
 import { ApiKeyService, invalidApiKey } from './api-key.service';
 import type { AuthContext } from './auth-context';
 import { AuthFailures } from './auth-failures.service';
@@ -26,13 +27,28 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
   const keys = app.get(ApiKeyService);
   const failures = app.get(AuthFailures);
   const logger = app.get<Logger>(LOGGER);
+  const sessions = app.get(AdminSessions);
   const adminDigest = config.ADMIN_TOKEN ? digest(config.ADMIN_TOKEN) : null;
 
-  const checkAdmin = (request: FastifyRequest) => {
+  const checkAdmin = async (request: FastifyRequest) => {
     if (!adminDigest) {
       throw new AppError('invalid_admin_token', 'The admin API is disabled: ADMIN_TOKEN is not set on this server.');
     }
     const token = presentedAdminToken(request);
+    // The dashboard's session cookie stands for the token, when no token is sent.
+    if (token === null && sessionCookie(request) !== null) {
+      const changes = !['GET', 'HEAD'].includes(request.method);
+      if (changes && request.headers[CSRF_HEADER] !== '1') {
+        throw new AppError(
+          'invalid_admin_token',
+          `A dashboard session must send '${CSRF_HEADER}: 1' to change anything.`,
+        );
+      }
+      if (await sessions.valid(request)) {
+        return;
+      }
+      throw new AppError('invalid_admin_token', 'The dashboard session has expired or was ended: sign in again.');
+    }
     // Digests are compared, so that the comparison takes the same time whatever the token's length.
     if (token === null || !timingSafeEqual(digest(token), adminDigest)) {
       throw new AppError('invalid_admin_token', "Invalid admin token. Send 'Authorization: Bearer <ADMIN_TOKEN>'.");
@@ -55,7 +71,7 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
       }
       try {
         if (kind === 'admin') {
-          checkAdmin(request);
+          await checkAdmin(request);
           request.admin = true;
         } else {
           const key = presentedKey(request);

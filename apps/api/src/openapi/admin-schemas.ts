@@ -24,6 +24,8 @@ export const orgEntry = named(
     name: z.string(),
     created_at: iso,
     limits,
+    network: z.boolean(),
+    weight: z.number().int(),
     active_keys: z.number().int(),
     models: z.number().int(),
     devices: z.number().int(),
@@ -32,8 +34,8 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', list(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s limits after the change (null: unlimited).',
-  z.strictObject({ id: uuid, name: z.string(), limits }),
+  'An organization’s settings after the change: limits (null: unlimited), network switch, weight.',
+  z.strictObject({ id: uuid, name: z.string(), limits, network: z.boolean(), weight: z.number().int() }),
 );
 
 const keyFields = {
@@ -93,30 +95,117 @@ export const enablement = named(
 );
 
 const pool = z.enum(['direct', 'network']);
+const allowedModels = z
+  .array(z.string())
+  .nullable()
+  .describe('The models an admin restricted the device to; null: any model it may otherwise serve');
 export const deviceCreated = named(
   'DeviceCreated',
   'A registered device, with its token (shown this once).',
-  z.strictObject({ id: uuid, token: z.string(), name: z.string(), org: z.string().nullable(), pool, created_at: iso }),
+  z.strictObject({
+    id: uuid,
+    token: z.string(),
+    name: z.string(),
+    org: z.string().nullable(),
+    pool,
+    allowed_models: allowedModels,
+    created_at: iso,
+  }),
 );
-export const deviceList = named(
-  'DeviceList',
-  'Every device.',
-  list(
-    z.strictObject({
-      id: uuid,
-      name: z.string(),
-      org: z.string().nullable(),
-      pool,
-      token_prefix: z.string(),
-      status: z.enum(['active', 'revoked']),
-      created_at: iso,
-      last_seen_at: iso.nullable(),
-      revoked_at: iso.nullable(),
-    }),
-  ),
+export const device = named(
+  'Device',
+  'A device: its registration, the models it may serve, and its live state (what its dispatcher reports now).',
+  z.strictObject({
+    id: uuid,
+    name: z.string(),
+    org: z.string().nullable(),
+    pool,
+    token_prefix: z.string(),
+    status: z.enum(['active', 'revoked']),
+    allowed_models: allowedModels,
+    created_at: iso,
+    last_seen_at: iso.nullable().describe('When it last connected to a dispatcher'),
+    revoked_at: iso.nullable(),
+    online: z.boolean().describe('Connected to a dispatcher now'),
+    connected_at: iso.nullable().describe('When its current connection began; null when offline'),
+    last_heartbeat_at: iso.nullable().describe('Its last sign of life, renewed every 5 s while connected'),
+    dispatcher: z.string().nullable().describe('The dispatcher instance it is connected to'),
+    models: z.array(z.string()).describe('The announced models it was accepted for (serves); empty when offline'),
+    features: z.array(z.string()).describe('The features its backend supports, as announced'),
+    available: z.boolean().nullable().describe('False while its runtime is unreachable; null when offline'),
+    task: z.string().nullable().describe('The task address it is serving, or null'),
+  }),
 );
+export const deviceList = named('DeviceList', 'Every device, oldest first.', list(device));
 export const deviceRevoked = named(
   'DeviceRevoked',
   'A revoked device.',
   z.strictObject({ id: uuid, name: z.string(), revoked_at: iso }),
+);
+
+const waitMs = z.number().int().nullable().describe('Age of the oldest waiting job in ms; null when none waits');
+export const queueList = named(
+  'QueueList',
+  'Every (model, pool) queue with devices online or jobs waiting, by queue name.',
+  list(
+    z.strictObject({
+      queue: z.string().describe('The queue’s name in Redis'),
+      model: z.string(),
+      pool,
+      org: z.string().nullable().describe('The organization of a direct pool; null for the network'),
+      waiting: z.number().int(),
+      oldest_wait_ms: waitMs,
+      devices_online: z.number().int().describe('Devices online serving this queue'),
+      devices_busy: z.number().int().describe('Of those, the ones serving a task now'),
+      lines: z
+        .array(
+          z.strictObject({
+            org: z.string().nullable(),
+            org_id: uuid,
+            waiting: z.number().int(),
+            oldest_wait_ms: waitMs,
+          }),
+        )
+        .describe('Each organization with jobs waiting, in its own line; organizations are served in turn by weight'),
+    }),
+  ),
+);
+
+const msOrNull = z.number().int().nullable();
+export const traffic = named(
+  'Traffic',
+  'The last hour of traffic by minute (minutes without requests are left out), errors by code, the latest failures.',
+  z.strictObject({
+    window_minutes: z.number().int(),
+    minutes: z.array(
+      z.strictObject({
+        at: iso.describe('The minute (UTC) the requests were queued in'),
+        requests: z.number().int(),
+        requests_per_second: z.number(),
+        errors: z.number().int().describe('Requests that ended failed or timed_out'),
+        ttft_p50_ms: msOrNull,
+        ttft_p95_ms: msOrNull,
+        duration_p50_ms: msOrNull,
+        duration_p95_ms: msOrNull,
+      }),
+    ),
+    errors_by_code: z.array(z.strictObject({ code: z.string(), count: z.number().int() })),
+    recent_failures: z.array(
+      z.strictObject({
+        task_address: z.string(),
+        org: z.string(),
+        model: z.string(),
+        status: z.enum(['failed', 'timed_out']),
+        error_code: z.string().nullable(),
+        queued_at: iso,
+        finished_at: iso.nullable(),
+      }),
+    ),
+  }),
+);
+
+export const dashboardSession = named(
+  'DashboardSession',
+  'Whether the request carries a live dashboard session cookie.',
+  z.strictObject({ signed_in: z.boolean() }),
 );

@@ -126,7 +126,7 @@ export function buildOpenApiDocument(version: string): Json {
         'A multi-tenant relay for LLM inference: an OpenAI-compatible and an Ollama-compatible API served by devices, and the admin API. See docs/api.md.',
     },
     servers: [{ url: '/' }],
-    tags: ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', 'Admin'].map((name) => ({ name })),
+    tags: ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', 'Admin', 'Dashboard'].map((name) => ({ name })),
     paths,
     components: {
       schemas,

@@ -12,7 +12,7 @@ export interface RouteDoc {
   /** The path as OpenAPI writes it: `/v1/models/{model}`. */
   path: string;
   summary: string;
-  tag: 'Models' | 'Chat' | 'Tasks' | 'Usage' | 'Ollama' | 'Operations' | 'Admin';
+  tag: 'Models' | 'Chat' | 'Tasks' | 'Usage' | 'Ollama' | 'Operations' | 'Admin' | 'Dashboard';
   auth: 'public' | 'api_key' | 'admin';
   params?: Record<string, string>;
   query?: z.ZodObject;

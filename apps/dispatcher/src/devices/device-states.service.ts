@@ -39,10 +39,16 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private write(session: DeviceSession, fields: Record<string, string | number>): void {
+  /** `fresh`: the state of an earlier connection is dropped in the same transaction. */
+  private write(session: DeviceSession, fields: Record<string, string | number>, fresh = false): void {
     const key = liveKeys.device(session.id);
-    this.redis
-      .multi()
+    const multi = this.redis.multi();
+    if (fresh) {
+      // In the transaction, not as a command of its own: with auto-pipelining a lone DEL is sent
+      // after a MULTI issued in the same tick, and deleted the new state it was meant to precede.
+      multi.del(key);
+    }
+    multi
       .hset(key, fields)
       .pexpire(key, DEVICE_STATE_TTL_MS)
       .exec()
@@ -51,8 +57,7 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
 
   connected(session: DeviceSession): void {
     const now = Date.now();
-    this.redis.del(liveKeys.device(session.id)).catch(() => undefined);
-    this.write(session, { disp: this.instance.id, conn: now, hb: now, pool: session.pool, avail: 0, task: '' });
+    this.write(session, { disp: this.instance.id, conn: now, hb: now, pool: session.pool, avail: 0, task: '' }, true);
   }
 
   announced(session: DeviceSession): void {

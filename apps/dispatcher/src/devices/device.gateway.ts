@@ -180,6 +180,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     }
     session.announcedModels = [...new Set(payload.models)];
     session.serve(decision.models, payload.features, payload.available);
+    this.states.announced(session);
     reply({
       ok: true,
       device_id: session.id,

@@ -13,6 +13,10 @@ export { orgNameSchema, modelIdSchema, parseDuration } from './admin-input';
 export { sqlOf } from './sql';
 export type { Sql } from './sql';
 export type { CreateKeyInput, RotateKeyInput, AddModelInput, LimitsInput };
+export { AdminFleetService } from './fleet.service';
+export { AdminTrafficService } from './traffic.service';
+export type { FleetDevice, FleetQueue, FleetLine } from './fleet.service';
+export type { DeviceRecord } from './devices.service';
 export { AdminDevicesService, AdminKeysService, AdminModelsService, AdminOrgsService, AdminTasksService };
 
 /**

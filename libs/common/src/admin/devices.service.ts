@@ -1,11 +1,17 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { newDeviceToken } from '../keys/keys';
-import { UUID, check, iso } from './admin-input';
+import { UUID, check, iso, modelIdSchema } from './admin-input';
 import { findOrgByName } from './orgs.service';
 import type { Sql } from './sql';
 
 const deviceNameSchema = z.string().trim().min(1).max(64);
+/**
+ * An admin's list of the models a device may serve. At least one: `null` (not an empty list) is how
+ * an operator says "any model the device may otherwise serve", so an empty list is refused as the
+ * likely mistake it is. 1,000 is DEVICE_MAX_MODELS's own upper bound: a longer list cannot matter.
+ */
+const allowedModelsSchema = z.array(modelIdSchema).min(1, 'must list at least one model (null allows any)').max(1000);
 
 interface DeviceRow {
   id: string;
@@ -15,47 +21,106 @@ interface DeviceRow {
   created_at: Date;
   revoked_at: Date | null;
   last_seen_at: Date | null;
+  models_restricted: boolean;
 }
 
-/** Operators' operations on devices: registration (the token is shown once), listing, revocation. */
+type ListedRow = DeviceRow & { org_name: string | null; allowed: string[] | null };
+
+const LIST_SQL = `SELECT d.*, o.name AS org_name,
+    (SELECT array_agg(dm.model_id ORDER BY dm.model_id) FROM device_models dm WHERE dm.device_id = d.id) AS allowed
+  FROM devices d LEFT JOIN organizations o ON o.id = d.org_id`;
+
+/** A device as the admin API and the CLI show it (without its live state, see AdminFleetService). */
+export interface DeviceRecord {
+  id: string;
+  name: string;
+  org: string | null;
+  pool: 'direct' | 'network';
+  token_prefix: string;
+  status: 'active' | 'revoked';
+  /** The models an admin restricted it to; null: any model it may otherwise serve. */
+  allowed_models: string[] | null;
+  created_at: string | null;
+  last_seen_at: string | null;
+  revoked_at: string | null;
+}
+
+const recordOf = (d: ListedRow): DeviceRecord => ({
+  id: d.id,
+  name: d.name,
+  org: d.org_name,
+  pool: d.org_id ? 'direct' : 'network',
+  token_prefix: d.token_prefix,
+  status: d.revoked_at ? 'revoked' : 'active',
+  allowed_models: d.models_restricted ? (d.allowed ?? []) : null,
+  created_at: iso(d.created_at),
+  last_seen_at: iso(d.last_seen_at),
+  revoked_at: iso(d.revoked_at),
+});
+
+/**
+ * Operators' operations on devices: registration (the token is shown once), the models each may
+ * serve, listing, revocation. The dispatchers read the restriction at announce time and check every
+ * connected device again about once a second (AnnouncePolicy, PolicyRefresh).
+ */
 export class AdminDevicesService {
   constructor(private readonly sql: Sql) {}
 
-  async create(name: string, orgName?: string) {
+  async create(name: string, orgName?: string, models?: string[] | null) {
     const valid = check(deviceNameSchema, name, 'name');
+    const allowed = models === undefined || models === null ? null : await this.catalogModels(models);
     const org = orgName === undefined ? null : await findOrgByName(this.sql, orgName);
     const token = newDeviceToken();
-    const [device] = await this.sql.query<DeviceRow>(
-      `INSERT INTO devices (id, name, org_id, token_hash, token_prefix) VALUES (gen_random_uuid(), $1, $2::uuid, $3, $4)
-       RETURNING *`,
-      [valid, org?.id ?? null, token.hash, token.prefix],
-    );
+    const device = await this.sql.transaction(async (tx) => {
+      const [row] = await tx.query<DeviceRow>(
+        `INSERT INTO devices (id, name, org_id, token_hash, token_prefix, models_restricted)
+         VALUES (gen_random_uuid(), $1, $2::uuid, $3, $4, $5) RETURNING *`,
+        [valid, org?.id ?? null, token.hash, token.prefix, allowed !== null],
+      );
+      if (allowed) {
+        await this.writeAllowed(tx, row.id, allowed);
+      }
+      return row;
+    });
     return {
       id: device.id,
       token: token.secret,
       name: device.name,
       org: org?.name ?? null,
-      pool: org ? 'direct' : 'network',
+      pool: org ? ('direct' as const) : ('network' as const),
+      allowed_models: allowed,
       created_at: iso(device.created_at),
     };
   }
 
-  async list() {
-    const devices = await this.sql.query<DeviceRow & { org_name: string | null }>(
-      `SELECT d.*, o.name AS org_name FROM devices d LEFT JOIN organizations o ON o.id = d.org_id
-       ORDER BY d.created_at, d.id`,
-    );
-    return devices.map((d) => ({
-      id: d.id,
-      name: d.name,
-      org: d.org_name,
-      pool: d.org_id ? 'direct' : 'network',
-      token_prefix: d.token_prefix,
-      status: d.revoked_at ? 'revoked' : 'active',
-      created_at: iso(d.created_at),
-      last_seen_at: iso(d.last_seen_at),
-      revoked_at: iso(d.revoked_at),
-    }));
+  /** Restricts a device to the listed models, or (null) lifts the restriction. */
+  async setModels(id: string, models: string[] | null): Promise<DeviceRecord> {
+    const allowed = models === null ? null : await this.catalogModels(models);
+    await this.show(id);
+    await this.sql.transaction(async (tx) => {
+      // The row lock orders two concurrent changes of one device: the last one wins whole.
+      await tx.query('SELECT 1 FROM devices WHERE id = $1::uuid FOR UPDATE', [id]);
+      await tx.query('DELETE FROM device_models WHERE device_id = $1::uuid', [id]);
+      await tx.query('UPDATE devices SET models_restricted = $2 WHERE id = $1::uuid', [id, allowed !== null]);
+      if (allowed) {
+        await this.writeAllowed(tx, id, allowed);
+      }
+    });
+    return this.show(id);
+  }
+
+  async list(): Promise<DeviceRecord[]> {
+    const devices = await this.sql.query<ListedRow>(`${LIST_SQL} ORDER BY d.created_at, d.id`);
+    return devices.map(recordOf);
+  }
+
+  /** One device, or 404 device_not_found. */
+  async show(id: string): Promise<DeviceRecord> {
+    const [row] = UUID.test(id) ? await this.sql.query<ListedRow>(`${LIST_SQL} WHERE d.id = $1::uuid`, [id]) : [];
+    if (!row) {
+      throw new AppError('device_not_found', `device '${id}' does not exist`, 'id');
+    }
+    return recordOf(row);
   }
 
   async revoke(id: string) {
@@ -70,5 +135,24 @@ export class AdminDevicesService {
       throw new AppError('device_not_found', `device '${id}' does not exist`, 'id');
     }
     return { id: row.id, name: row.name, revoked_at: iso(row.revoked_at) };
+  }
+
+  /** The list, checked, without duplicates, sorted; every model must be in the catalog (404 model_not_found). */
+  private async catalogModels(models: string[]): Promise<string[]> {
+    const wanted = [...new Set(check(allowedModelsSchema, models, 'models'))].sort();
+    const rows = await this.sql.query<{ id: string }>('SELECT id FROM models WHERE id = ANY($1::text[])', [wanted]);
+    const known = new Set(rows.map((r) => r.id));
+    const missing = wanted.find((m) => !known.has(m));
+    if (missing !== undefined) {
+      throw new AppError('model_not_found', `model '${missing}' is not in the catalog`, 'models');
+    }
+    return wanted;
+  }
+
+  private async writeAllowed(sql: Sql, deviceId: string, models: string[]): Promise<void> {
+    await sql.query(
+      'INSERT INTO device_models (device_id, model_id) SELECT $1::uuid, unnest($2::text[]) ON CONFLICT DO NOTHING',
+      [deviceId, models],
+    );
   }
 }

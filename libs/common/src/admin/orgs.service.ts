@@ -3,11 +3,17 @@ import { AppError } from '../errors/app-error';
 import { check, isUniqueViolation, iso, orgNameSchema } from './admin-input';
 import type { Sql } from './sql';
 
-/** New limits of an org: a number sets it, null removes it (unlimited), undefined leaves it as it is. */
+/**
+ * New settings of an org; undefined leaves one as it is. Limits: a number sets one, null removes it
+ * (unlimited). `network`: false keeps the org's prompts off the shared network. `weight`: its share
+ * of a queue's assignments when several orgs wait (1-100).
+ */
 export interface LimitsInput {
   rpm?: number | null;
   concurrency?: number | null;
   maxQueued?: number | null;
+  network?: boolean;
+  weight?: number;
 }
 
 /** An organization row as the admin services read it. */
@@ -18,9 +24,14 @@ export interface OrgRow {
   rpm_limit: number | null;
   concurrency_limit: number | null;
   max_queued: number | null;
+  network: boolean;
+  weight: number;
 }
 
 const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
+const networkSchema = z.boolean();
+/** 1-100: a ratio beyond 100:1 between two orgs is not a share any more, it is a lockout. */
+const weightSchema = z.number().int().min(1).max(100);
 
 const limitsJson = (o: OrgRow) => ({ rpm: o.rpm_limit, concurrency: o.concurrency_limit, max_queued: o.max_queued });
 
@@ -60,9 +71,13 @@ export class AdminOrgsService {
     }
   }
 
-  /** Sets an org's limits (requests per minute, concurrent requests, queued jobs per model). */
+  /**
+   * Sets an org's limits (requests per minute, concurrent requests, queued jobs per model), its network
+   * switch and its weight. The api reads the network switch per request; the dispatchers read the
+   * weight when a line is backlogged (fair-share.ts).
+   */
   async setLimits(orgName: string, input: LimitsInput) {
-    const changes: [string, number | null][] = [];
+    const changes: [string, number | boolean | null][] = [];
     if (input.rpm !== undefined) {
       changes.push(['rpm_limit', check(limitSchema, input.rpm, 'rpm')]);
     }
@@ -72,6 +87,12 @@ export class AdminOrgsService {
     if (input.maxQueued !== undefined) {
       changes.push(['max_queued', check(limitSchema, input.maxQueued, 'max_queued')]);
     }
+    if (input.network !== undefined) {
+      changes.push(['network', check(networkSchema, input.network, 'network')]);
+    }
+    if (input.weight !== undefined) {
+      changes.push(['weight', check(weightSchema, input.weight, 'weight')]);
+    }
     const org = await findOrgByName(this.sql, orgName);
     const set = changes.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     const [row] = changes.length
@@ -80,7 +101,7 @@ export class AdminOrgsService {
           ...changes.map(([, value]) => value),
         ])
       : [org];
-    return { id: row.id, name: row.name, limits: limitsJson(row) };
+    return { id: row.id, name: row.name, limits: limitsJson(row), network: row.network, weight: row.weight };
   }
 
   async list() {
@@ -97,6 +118,8 @@ export class AdminOrgsService {
       name: o.name,
       created_at: iso(o.created_at),
       limits: limitsJson(o),
+      network: o.network,
+      weight: o.weight,
       active_keys: Number(o.active_keys),
       models: Number(o.models),
       devices: Number(o.devices),

@@ -1,0 +1,240 @@
+import assert from 'node:assert/strict';
+import { createRedis, keys } from '@app/common';
+import {
+  ADMIN_TOKEN,
+  REDIS_URL,
+  cli,
+  closeDb,
+  createTenant,
+  db,
+  ensureCatalog,
+  http,
+  sleep,
+  startApi,
+  startDispatcher,
+  uniq,
+  waitOnline,
+} from '../support/stack';
+import type { Api, Dispatcher, Tenant } from '../support/stack';
+import { FakeDevice } from '../support/fake-device';
+import { assertOpenAIError } from '../foundation/helpers';
+
+/**
+ * What an operator decides about who may serve what (issue 12): a device restricted to listed models,
+ * an organization kept off the network, an organization's weight; through the admin HTTP API and the
+ * CLI, and as a device and a client then see it.
+ */
+describe('admin: device model restrictions, org network switch and weight', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let tenant: Tenant;
+  const modelA = uniq('restrict-a');
+  const modelB = uniq('restrict-b');
+  const devices: FakeDevice[] = [];
+
+  const admin = (method: string, path: string, body?: unknown) =>
+    http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
+
+  /** Polls until `check` holds: the dispatchers and the api pick up admin changes within a second or two. */
+  async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) {
+        throw new Error(`${what} did not happen within ${timeoutMs} ms`);
+      }
+      await sleep(100);
+    }
+  }
+
+  const presenceOf = async (model: string, deviceId: string) => {
+    const redis = createRedis(REDIS_URL);
+    try {
+      const members = await redis.zrangebyscore(keys.presence('network', model), Date.now(), '+inf');
+      return members.some((m) => m.startsWith(`${deviceId}|`));
+    } finally {
+      redis.disconnect();
+    }
+  };
+
+  beforeAll(async () => {
+    await ensureCatalog([modelA, modelB]);
+    tenant = await createTenant([modelA, modelB]);
+    api = await startApi();
+    dispatcher = await startDispatcher();
+  });
+
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    await api?.stop();
+    await dispatcher?.stop();
+    await closeDb();
+  });
+
+  test('a restricted device is told which announced models are not allowed, and serves only its list', async () => {
+    const created = await admin('POST', '/admin/devices', { name: uniq('restricted'), models: [modelA] });
+    assert.equal(created.status, 201, created.text);
+    expect(created.body.allowed_models).toEqual([modelA]);
+    assert.equal(created.body.pool, 'network');
+
+    const device = await FakeDevice.connect(dispatcher.url, created.body.token, [modelA, modelB]);
+    devices.push(device);
+    expect(device.announceAck).toEqual({
+      ok: true,
+      device_id: created.body.id,
+      pool: 'network',
+      models: [modelA],
+      refused: [{ model: modelB, reason: 'not_allowed' }],
+    });
+    await waitOnline([modelA], created.body.token);
+    assert.equal(await presenceOf(modelB, created.body.id), false, 'the device is online for a model it may not serve');
+
+    // Lifting the restriction lets the connected device serve what it announced, without reconnecting.
+    const cleared = await admin('PATCH', `/admin/devices/${created.body.id}`, { models: null });
+    assert.equal(cleared.status, 200, cleared.text);
+    assert.equal(cleared.body.allowed_models, null);
+    await waitOnline([modelA, modelB], created.body.token);
+
+    // Restricting it again takes the other model away from it.
+    const narrowed = await admin('PATCH', `/admin/devices/${created.body.id}`, { models: [modelB] });
+    assert.equal(narrowed.status, 200, narrowed.text);
+    expect(narrowed.body.allowed_models).toEqual([modelB]);
+    await eventually('the device leaving the queue of the model taken from it', async () => {
+      return !(await presenceOf(modelA, created.body.id));
+    });
+    assert.equal(await presenceOf(modelB, created.body.id), true);
+
+    const row = await db().device.findUniqueOrThrow({ where: { id: created.body.id }, include: { models: true } });
+    assert.equal(row.modelsRestricted, true);
+    expect(row.models.map((m) => m.modelId)).toEqual([modelB]);
+    const listed = (await admin('GET', '/admin/devices')).body.data.find(
+      (d: { id: string }) => d.id === created.body.id,
+    );
+    expect(listed.allowed_models).toEqual([modelB]);
+  });
+
+  test('bad restrictions are 400 (or 404 for what does not exist) and change nothing', async () => {
+    const created = await admin('POST', '/admin/devices', { name: uniq('restricted'), models: [modelA] });
+    assert.equal(created.status, 201, created.text);
+    const path = `/admin/devices/${created.body.id}`;
+    for (const [body, param] of [
+      [{ models: [] }, 'models'],
+      [{ models: 'a,b' }, 'models'],
+      [{ models: [1] }, 'models[0]'],
+      [{ models: ['has space'] }, 'models'],
+      [{}, 'models'],
+      [{ models: null, name: 'x' }, 'name'],
+    ] as const) {
+      assertOpenAIError(await admin('PATCH', path, body), 400, 'invalid_request', param);
+    }
+    assertOpenAIError(
+      await admin('PATCH', path, { models: [uniq('not-in-catalog')] }),
+      404,
+      'model_not_found',
+      'models',
+    );
+    assertOpenAIError(await admin('PATCH', '/admin/devices/not-a-uuid', { models: null }), 404, 'device_not_found');
+    assertOpenAIError(
+      await admin('POST', '/admin/devices', { name: uniq('d'), models: [uniq('not-in-catalog')] }),
+      404,
+      'model_not_found',
+    );
+    assertOpenAIError(await admin('POST', '/admin/devices', { name: uniq('d'), models: [] }), 400, 'invalid_request');
+    const row = await db().device.findUniqueOrThrow({ where: { id: created.body.id }, include: { models: true } });
+    assert.equal(row.modelsRestricted, true);
+    expect(row.models.map((m) => m.modelId)).toEqual([modelA]);
+  });
+
+  test("an org kept off the network gets 403 network_not_allowed for mode network, and back on it doesn't", async () => {
+    const org = await createTenant([modelA]);
+    const chat = () =>
+      http('POST', `${api.url}/v1/chat/completions`, {
+        headers: { authorization: `Bearer ${org.key}` },
+        body: { model: modelA, mode: 'network', messages: [{ role: 'user', content: 'hi' }] },
+      });
+    const off = await admin('PATCH', `/admin/orgs/${org.org.name}`, { network: false });
+    assert.equal(off.status, 200, off.text);
+    expect(off.body).toEqual({
+      id: org.org.id,
+      name: org.org.name,
+      limits: { rpm: null, concurrency: null, max_queued: null },
+      network: false,
+      weight: 1,
+    });
+    let last = await chat();
+    await eventually('the api refusing the network', async () => {
+      last = await chat();
+      return last.status === 403;
+    });
+    assertOpenAIError(last, 403, 'network_not_allowed', 'mode');
+
+    const on = await admin('PATCH', `/admin/orgs/${org.org.name}`, { network: true });
+    assert.equal(on.body.network, true);
+    // Back on the network: no device serves modelA for it right now, so the answer is no device, not a refusal.
+    await eventually('the api allowing the network again', async () => (await chat()).status !== 403);
+    const listed = (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
+    assert.equal(listed.network, true);
+  });
+
+  test('an org weight is set between 1 and 100; anything else is 400', async () => {
+    const set = await admin('PATCH', `/admin/orgs/${tenant.org.name}`, { weight: 3 });
+    assert.equal(set.status, 200, set.text);
+    assert.equal(set.body.weight, 3);
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 3);
+    for (const weight of [0, 101, 1.5, '2', null]) {
+      assertOpenAIError(
+        await admin('PATCH', `/admin/orgs/${tenant.org.name}`, { weight }),
+        400,
+        'invalid_request',
+        'weight',
+      );
+    }
+    assertOpenAIError(
+      await admin('PATCH', `/admin/orgs/${tenant.org.name}`, { network: 'no' }),
+      400,
+      'invalid_request',
+      'network',
+    );
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 3);
+  });
+
+  test('the CLI: device create --models, device models --set/--clear, org network, org weight', async () => {
+    const created = await cli(['--json', 'device', 'create', uniq('cli-dev'), '--models', `${modelA},${modelB}`]);
+    assert.equal(created.code, 0, created.stderr);
+    const device = JSON.parse(created.stdout);
+    expect(device.allowed_models).toEqual([modelA, modelB].sort());
+
+    const set = await cli(['--json', 'device', 'models', device.id, '--set', modelB]);
+    assert.equal(set.code, 0, set.stderr);
+    expect(JSON.parse(set.stdout).allowed_models).toEqual([modelB]);
+    const cleared = await cli(['device', 'models', device.id, '--clear']);
+    assert.equal(cleared.code, 0, cleared.stderr);
+    assert.match(cleared.stdout, /^allowed_models\s+-$/m);
+    assert.equal((await db().device.findUniqueOrThrow({ where: { id: device.id } })).modelsRestricted, false);
+
+    const both = await cli(['device', 'models', device.id, '--set', modelA, '--clear']);
+    assert.equal(both.code, 1);
+    assert.match(both.stderr, /either --set <a,b> or --clear/);
+    const unknown = await cli(['device', 'models', device.id, '--set', uniq('ghost-model')]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /is not in the catalog \(model_not_found\)/);
+
+    const off = await cli(['--json', 'org', 'network', tenant.org.name, 'off']);
+    assert.equal(off.code, 0, off.stderr);
+    assert.equal(JSON.parse(off.stdout).network, false);
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).network, false);
+    const on = await cli(['org', 'network', tenant.org.name, 'on']);
+    assert.equal(on.code, 0, on.stderr);
+    assert.match(on.stdout, /^network\s+true$/m);
+    const bad = await cli(['org', 'network', tenant.org.name, 'maybe']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /must be on or off/);
+
+    const weight = await cli(['org', 'weight', tenant.org.name, '5']);
+    assert.equal(weight.code, 0, weight.stderr);
+    assert.match(weight.stdout, /^weight\s+5$/m);
+    const tooHeavy = await cli(['org', 'weight', tenant.org.name, '101']);
+    assert.equal(tooHeavy.code, 1);
+    assert.match(tooHeavy.stderr, /weight .*100/);
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 5);
+  });
+});

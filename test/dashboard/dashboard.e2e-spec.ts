@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import OpenAI from 'openai';
+import type { Browser, Page } from 'playwright-core';
+import {
+  ADMIN_TOKEN,
+  closeDb,
+  createDevice,
+  createTenant,
+  http,
+  startApi,
+  startDevice,
+  startDispatcher,
+  uniq,
+} from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { launchChromium } from './browser';
+import { projectPath } from '../../libs/common/src/paths/project-root';
+
+/** Where the run writes a screenshot of each view (the README names it, and shows one). */
+export const SCREENSHOTS = projectPath('test-results/dashboard');
+
+/**
+ * The operators' dashboard in a real browser (issue 19): Debian's chromium driven by playwright-core,
+ * against a real api, dispatcher and sim device.
+ */
+describe('dashboard in a browser', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let device: Proc;
+  let deviceName: string;
+  let tenant: Tenant;
+  let browser: Browser;
+  let page: Page;
+  const model = uniq('dash-model');
+  const consoleErrors: string[] = [];
+
+  const view = (name: string) => page.locator(`[data-testid="view-${name}"]`);
+  const open = async (name: string) => {
+    await page.getByRole('button', { name, exact: true }).click();
+    await view(name).waitFor();
+  };
+  const shot = (name: string) => page.screenshot({ path: `${SCREENSHOTS}/${name}.png`, fullPage: true });
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    tenant = await createTenant([model]);
+    api = await startApi();
+    dispatcher = await startDispatcher();
+    const registered = await createDevice();
+    deviceName = (
+      await http('GET', `${api.url}/admin/devices/${registered.id}`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+    ).body.name;
+    device = await startDevice(dispatcher, registered.token, { models: [model], tokens: 6, features: ['tools'] });
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') {
+        consoleErrors.push(msg.text());
+      }
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await device?.stop();
+    await dispatcher?.stop();
+    await api?.stop();
+    await closeDb();
+  });
+
+  test('a wrong token is refused at sign-in', async () => {
+    await page.goto(`${api.url}/dashboard`);
+    await page.getByLabel('Admin token').fill('not-the-admin-token-but-long-enough-000');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Wrong admin token.' }).waitFor();
+    assert.equal(await page.locator('header nav').count(), 0, 'the dashboard opened with a wrong token');
+    // The browser logs the refused sign-in's 401 as a failed resource: that one is expected, not the page's fault.
+    consoleErrors.length = 0;
+  });
+
+  test('signed in, the fleet shows the device online with its model', async () => {
+    await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await view('Fleet').waitFor();
+    const row = page.locator('[data-testid="fleet-table"] tr', { hasText: deviceName });
+    await row.filter({ hasText: 'online' }).waitFor();
+    assert.match(await row.innerText(), new RegExp(`${model}[\\s\\S]*tools`));
+    // Filtered by its model, or by its pool, it stays in the list.
+    await page.locator('select[name="model"]').selectOption(model);
+    await row.waitFor();
+    await page.locator('select[name="org"]').selectOption('network');
+    await row.waitFor();
+    await page.locator('select[name="model"]').selectOption('');
+    await page.locator('select[name="org"]').selectOption('');
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === 'sy_admin_session');
+    assert.ok(session, JSON.stringify(cookies));
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, 'Strict');
+    assert.ok(session.expires > Date.now() / 1000 + 3600, 'the session does not expire');
+    await shot('fleet');
+  });
+
+  test('a completion sent with the openai client is counted in traffic and usage', async () => {
+    await open('Traffic');
+    const summary = page.getByTestId('traffic-summary');
+    await summary.waitFor();
+    const before = Number(/(\d+) requests/.exec(await summary.innerText())![1]);
+
+    const client = new OpenAI({ apiKey: tenant.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
+    const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(completion.choices[0].finish_reason, 'stop');
+
+    // Refreshed live: the count grows without a reload.
+    await page.waitForFunction(
+      (n) => {
+        // Runs in the page: `document` is the browser's (the tests' own types have no DOM).
+        const doc = (
+          globalThis as unknown as { document: { querySelector(s: string): { textContent: string } | null } }
+        ).document;
+        const m = /(\d+) requests/.exec(doc.querySelector('[data-testid="traffic-summary"]')?.textContent ?? '');
+        return m !== null && Number(m[1]) > n;
+      },
+      before,
+      { timeout: 20_000 },
+    );
+    assert.ok((await page.locator('.chart canvas').count()) >= 4, 'the traffic charts are not drawn');
+    await shot('traffic');
+
+    // Usage is read when the view opens: open it again until the task's record is written (write-behind).
+    const usageRow = page.locator('[data-testid="usage-table"] tr', { hasText: tenant.org.name });
+    let cells: string[] = [];
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+      await open('Usage');
+      if ((await usageRow.count()) > 0) {
+        cells = (await usageRow.locator('td').allInnerTexts()).slice(0, 4);
+        if (cells[3] === '1') {
+          break;
+        }
+      }
+      await page.waitForTimeout(250);
+    }
+    expect(cells).toEqual([tenant.org.name, model, '1', '1']);
+    await shot('usage');
+
+    await open('Tasks');
+    await page
+      .locator('input[name="task_address"]')
+      .fill((completion as unknown as { task_address: string }).task_address);
+    await page.getByRole('button', { name: 'Look up' }).click();
+    const detail = page.getByTestId('task-detail');
+    await detail.filter({ hasText: 'completed' }).waitFor();
+    await shot('tasks');
+
+    await open('Queues');
+    await page.locator('[data-testid="queues-table"] tr', { hasText: model }).waitFor();
+    await shot('queues');
+    await open('Admin');
+    await page.getByTestId('keys-table').waitFor();
+    await shot('admin');
+  });
+
+  test('revoking the device, with confirmation, takes it offline', async () => {
+    await open('Fleet');
+    const row = page.locator('[data-testid="fleet-table"] tr', { hasText: deviceName });
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    const dialog = page.getByTestId('confirm');
+    await dialog.waitFor();
+    assert.match(await dialog.innerText(), new RegExp(`Revoke device ${deviceName}`));
+    await dialog.getByRole('button', { name: 'Confirm' }).click();
+    await row.filter({ hasText: 'revoked' }).filter({ hasText: 'offline' }).waitFor({ timeout: 20_000 });
+  });
+
+  test('signing out ends the session: the old cookie opens nothing', async () => {
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'sy_admin_session')!;
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    const replay = await http('GET', `${api.url}/admin/orgs`, {
+      headers: { cookie: `sy_admin_session=${cookie.value}` },
+    });
+    assert.equal(replay.status, 401, replay.text);
+    await page.reload();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect(consoleErrors).toEqual([]);
+  });
+
+  test('a session cannot change anything without the CSRF header', async () => {
+    const signIn = await fetch(`${api.url}/dashboard/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: ADMIN_TOKEN }),
+    });
+    assert.equal(signIn.status, 204);
+    const cookie = /sy_admin_session=[^;]+/.exec(signIn.headers.get('set-cookie') ?? '')![0];
+    const forged = await http('POST', `${api.url}/admin/orgs`, { headers: { cookie }, body: { name: uniq('csrf') } });
+    assert.equal(forged.status, 401, forged.text);
+    assert.equal(forged.body.error.code, 'invalid_admin_token');
+    const allowed = await http('POST', `${api.url}/admin/orgs`, {
+      headers: { cookie, 'x-switchyard-csrf': '1' },
+      body: { name: uniq('csrf') },
+    });
+    assert.equal(allowed.status, 201, allowed.text);
+  });
+});

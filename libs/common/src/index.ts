@@ -11,6 +11,7 @@ export * from './logging/logger';
 export * from './redis/redis';
 export * from './redis/keys';
 export * from './tasks/task-address';
+export * from './tasks/task-state';
 export * from './tasks/task-repository';
 export * from './tasks/task-record-writer';
 export { PrismaClient, Prisma } from './prisma/generated/client';

@@ -11,6 +11,7 @@ import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController } from './completions/chat-completions.controller';
 import { HealthController } from './health/health.controller';
+import { MetricsController } from './health/metrics.controller';
 import { InfraModule } from './infra/infra.module';
 import { IntakeModule } from './intake/intake.module';
 import { FlightModule } from './flight/flight.module';
@@ -40,6 +41,7 @@ export class AppModule {
       ],
       controllers: [
         HealthController,
+        MetricsController,
         ChatCompletionsController,
         OllamaController,
         TasksController,

@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from '@app/common/config/config';
 import { AppError } from '@app/common/errors/app-error';
 import type { AdminService } from '@app/common/admin/admin.service';
 import { CliServices } from './cli-services';
+import { addMigrateCommand } from './migrate-command';
 import { renderHuman } from './output';
 import { addUsageCommand } from './usage-command';
 
@@ -145,6 +146,7 @@ function buildProgram(io: CliIo, run: Run) {
     .action((address: string) => admin((a) => a.tasks.show(address)));
 
   addUsageCommand(program, run);
+  addMigrateCommand(program, io);
   return program;
 }
 

@@ -12,11 +12,11 @@ import {
   createRedis,
   keys,
   loadConfigOrExit,
-  migrate,
   projectRoot,
   sha256Hex,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
+import { migrate } from './migrations/migrator';
 
 /**
  * `npm run demo`: Switchyard end to end on this machine. Checks Postgres and Redis, migrates,

@@ -5,7 +5,6 @@ export * from './errors/device-errors';
 export * from './keys/keys';
 export * from './prisma/prisma.service';
 export * from './prisma/prisma.module';
-export * from './prisma/migrator';
 export * from './admin/admin.service';
 export * from './logging/logger';
 export * from './redis/redis';

@@ -50,6 +50,7 @@ async function checkPostgres(url: string): Promise<string | null> {
   } catch (error) {
     return (error as Error).message || 'no answer';
   } finally {
+    // Cleanup of a probe: its answer (or its error) is already the result.
     await client.end().catch(() => undefined);
   }
 }

@@ -51,7 +51,10 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
 
   connected(session: DeviceSession): void {
     const now = Date.now();
-    this.redis.del(liveKeys.device(session.id)).catch(() => undefined);
+    // A stale state left behind would show the device's last connection until it expires: worth a warning.
+    this.redis
+      .del(liveKeys.device(session.id))
+      .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not clear a device state'));
     this.write(session, { disp: this.instance.id, conn: now, hb: now, pool: session.pool, avail: 0, task: '' });
   }
 

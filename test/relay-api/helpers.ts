@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { closeDb, db, http, startApi, startDevice, startDispatcher, taskCount, waitTerminal } from '../support/stack';
+import { closeDb, http, startApi, startDevice, startDispatcher, taskCount, waitTerminal } from '../support/stack';
 import type { Api, DeviceOptions, Dispatcher, Proc } from '../support/stack';
 
 /** Shared fixtures and assertions of the relay API suites (issue 3: POST /v1/chat/completions). */

@@ -8,6 +8,7 @@ import {
   createTenant,
   db,
   http,
+  recordsWritten,
   sleep,
   uniq,
   waitOnline,
@@ -154,6 +155,8 @@ describe('relay (api)', () => {
     const res = await chat(tenant, ask(model));
     expect(res.status).toBe(503);
     expect(((await res.json()) as any).error.code).toBe('queue_timeout');
+    // Postgres is written behind the transitions: the rows are read once the records are written.
+    await recordsWritten();
     const rows = await db().task.findMany({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'asc' } });
     expect(rows.map((r) => [r.status, r.errorCode])).toEqual([
       ['assigned', null],

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { projectPath } from '@app/common';
@@ -27,8 +28,8 @@ async function withClient<T>(url: string, fn: (client: Client) => Promise<T>): P
   }
 }
 
-async function runMigrate(url: string): Promise<{ code: number | null; proc: Proc }> {
-  const proc = startNode('apps/cli/src/migrate.js', [], baseEnv({ DATABASE_URL: url }));
+async function runMigrate(url: string, args: string[] = []): Promise<{ code: number | null; proc: Proc }> {
+  const proc = startNode('apps/cli/src/migrate.js', args, baseEnv({ DATABASE_URL: url }));
   return { code: await proc.exited, proc };
 }
 
@@ -60,7 +61,37 @@ describe('db:migrate', () => {
     api = await startApi({ DATABASE_URL: url });
   });
 
+  /** Copies of the project's migrations, to add to or break. */
+  const scratch: string[] = [];
+  function copyOfMigrations(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-migrations-'));
+    scratch.push(dir);
+    cpSync(MIGRATIONS, dir, { recursive: true });
+    return dir;
+  }
+  function addMigration(dir: string, name: string, sql: string): void {
+    mkdirSync(join(dir, name), { recursive: true });
+    writeFileSync(join(dir, name, 'migration.sql'), sql);
+  }
+  const rowsOf = (name: string) =>
+    withClient(url, async (c) => {
+      const res = await c.query<{
+        finished_at: Date | null;
+        rolled_back_at: Date | null;
+        logs: string | null;
+        applied_steps_count: number;
+      }>(
+        `SELECT finished_at, rolled_back_at, logs, applied_steps_count FROM "_prisma_migrations"
+         WHERE migration_name = $1 ORDER BY started_at`,
+        [name],
+      );
+      return res.rows;
+    });
+  const tableExists = (table: string) =>
+    withClient(url, async (c) => (await c.query('SELECT to_regclass($1) AS t', [table])).rows[0].t !== null);
+
   afterAll(async () => {
+    scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
     await stopApis(api);
     await closeDb();
     await withClient(urlFor('postgres'), (c) => c.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`));
@@ -117,5 +148,92 @@ describe('db:migrate', () => {
     assert.equal(created.status, 201, created.text);
     const rows = await withClient(url, (c) => c.query('SELECT name FROM organizations'));
     expect(rows.rows).toEqual([{ name: 'first-org' }]);
+  });
+
+  const BROKEN = '29990101000000_broken';
+
+  test('a failed migration is recorded as failed (no finished_at, its error in logs) and its statements are undone', async () => {
+    const dir = copyOfMigrations();
+    addMigration(dir, BROKEN, 'CREATE TABLE broken_half (id int);\nSELECT 1 / 0;\n');
+    const { code, proc } = await runMigrate(url, ['--dir', dir]);
+    assert.notEqual(code, 0, proc.output);
+    assert.match(proc.stderr, /migration 29990101000000_broken failed: division by zero/);
+    assert.match(proc.stderr, /migrate resolve --rolled-back 29990101000000_broken/);
+    expect(await rowsOf(BROKEN)).toEqual([
+      {
+        finished_at: null,
+        rolled_back_at: null,
+        applied_steps_count: 0,
+        logs: expect.stringMatching(/Migration name: 29990101000000_broken[\s\S]*division by zero/),
+      },
+    ]);
+    // Sent as one query, its statements ran in one transaction: the table it created is gone with it.
+    assert.equal(await tableExists('broken_half'), false);
+  });
+
+  test('a failed migration blocks the next run, fixed or not, with how to resolve it; resolving lets it apply', async () => {
+    const dir = copyOfMigrations();
+    addMigration(dir, BROKEN, 'CREATE TABLE broken_half (id int);\n');
+    let { code, proc } = await runMigrate(url, ['--dir', dir]);
+    assert.notEqual(code, 0, proc.output);
+    assert.match(
+      proc.stderr,
+      /migration 29990101000000_broken \(started [^)]+\) failed, and no later migration is applied/,
+    );
+    assert.match(proc.stderr, /division by zero/);
+    assert.match(proc.stderr, /npm run cli -- migrate resolve --rolled-back 29990101000000_broken/);
+    assert.match(proc.stderr, /npx prisma migrate resolve --rolled-back 29990101000000_broken/);
+    assert.equal(await tableExists('broken_half'), false);
+
+    ({ code, proc } = await runMigrate(url, ['resolve', '--rolled-back', BROKEN, '--dir', dir]));
+    assert.equal(code, 0, proc.output);
+    assert.match(proc.stdout, /marked rolled back/);
+    // Only a failed migration can be rolled back.
+    ({ code, proc } = await runMigrate(url, ['resolve', '--rolled-back', BROKEN, '--dir', dir]));
+    assert.notEqual(code, 0, proc.output);
+    assert.match(proc.stderr, /not recorded as failed/);
+
+    ({ code, proc } = await runMigrate(url, ['--dir', dir]));
+    assert.equal(code, 0, proc.output);
+    assert.match(proc.stdout, /applied 1 migration\(s\): 29990101000000_broken/);
+    assert.equal(await tableExists('broken_half'), true);
+    // As Prisma keeps them: the failed attempt, rolled back, then the applied one.
+    const rows = await rowsOf(BROKEN);
+    expect(rows.map((r) => [r.finished_at !== null, r.rolled_back_at !== null, r.applied_steps_count])).toEqual([
+      [false, true, 0],
+      [true, false, 1],
+    ]);
+  });
+
+  test('a migration applied here but missing from the folder is reported, and the run succeeds', async () => {
+    const { code, proc } = await runMigrate(url);
+    assert.equal(code, 0, proc.output);
+    assert.match(proc.stdout, /up to date/);
+    assert.match(proc.stderr, /warning: applied to database \S+ but not found in \S+: 29990101000000_broken/);
+  });
+
+  test('a migration history written for another provider is refused before anything is applied', async () => {
+    const dir = copyOfMigrations();
+    writeFileSync(join(dir, 'migration_lock.toml'), 'provider = "mysql"\n');
+    addMigration(dir, '29990102000000_more', 'CREATE TABLE more_things (id int);\n');
+    const { code, proc } = await runMigrate(url, ['--dir', dir]);
+    assert.notEqual(code, 0, proc.output);
+    assert.match(proc.stderr, /migration_lock\.toml says provider "mysql"/);
+    assert.equal(await tableExists('more_things'), false);
+    expect(await rowsOf('29990102000000_more')).toEqual([]);
+  });
+
+  test('resolve --applied records a migration completed by hand without running it', async () => {
+    const dir = copyOfMigrations();
+    addMigration(dir, '29990103000000_by_hand', 'CREATE TABLE by_hand (id int);\n');
+    let { code, proc } = await runMigrate(url, ['resolve', '--applied', '29990103000000_by_hand', '--dir', dir]);
+    assert.equal(code, 0, proc.output);
+    assert.equal(await tableExists('by_hand'), false);
+    ({ code, proc } = await runMigrate(url, ['--dir', dir]));
+    assert.equal(code, 0, proc.output);
+    assert.match(proc.stdout, /up to date/);
+    ({ code, proc } = await runMigrate(url, ['resolve', '--applied', '29990103000000_by_hand', '--dir', dir]));
+    assert.notEqual(code, 0, proc.output);
+    assert.match(proc.stderr, /already recorded as applied/);
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { migrate } from '../../libs/common/src/prisma/migrator';
+import { migrate } from '../../apps/cli/src/migrations/migrator';
 import { projectPath } from '../../libs/common/src/paths/project-root';
 import { CLAIM_TTL_MS, DB_MARKER, OWNER_KEY, TEST_ENV, testDatabaseName } from './test-env';
 

@@ -13,6 +13,7 @@ import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController, ChatCompletionsHandler } from './completions/chat-completions.controller';
 import { OpenGpuController } from './completions/opengpu.controller';
 import { HealthController } from './health/health.controller';
+import { MetricsController } from './health/metrics.controller';
 import { InfraModule } from './infra/infra.module';
 import { IntakeModule } from './intake/intake.module';
 import { FlightModule } from './flight/flight.module';
@@ -45,6 +46,7 @@ export class AppModule {
       ],
       controllers: [
         HealthController,
+        MetricsController,
         ChatCompletionsController,
         OllamaController,
         OpenGpuController,

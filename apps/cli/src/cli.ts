@@ -4,6 +4,7 @@ import { AppError } from '@app/common/errors/app-error';
 import type { AdminService } from '@app/common/admin/admin.service';
 import type { FleetDevice, FleetQueue } from '@app/common/admin/fleet.service';
 import { CliServices } from './cli-services';
+import { addMigrateCommand } from './migrate-command';
 import { renderHuman } from './output';
 import { addUsageCommand } from './usage-command';
 
@@ -193,6 +194,7 @@ function buildProgram(io: CliIo, run: Run) {
     .action(() => run(async (s) => (await s.fleet()).queues(), { human: queueTable }));
 
   addUsageCommand(program, run);
+  addMigrateCommand(program, io);
   return program;
 }
 

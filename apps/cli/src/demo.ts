@@ -12,11 +12,11 @@ import {
   createRedis,
   keys,
   loadConfigOrExit,
-  migrate,
   projectRoot,
   sha256Hex,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
+import { migrate } from './migrations/migrator';
 
 /**
  * `npm run demo`: Switchyard end to end on this machine. Checks Postgres and Redis, migrates,
@@ -50,6 +50,7 @@ async function checkPostgres(url: string): Promise<string | null> {
   } catch (error) {
     return (error as Error).message || 'no answer';
   } finally {
+    // Cleanup of a probe: its answer (or its error) is already the result.
     await client.end().catch(() => undefined);
   }
 }

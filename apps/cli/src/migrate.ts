@@ -1,22 +1,17 @@
-import { loadConfigOrExit, migrate, projectPath } from '@app/common';
+import { runCli } from './cli';
 
-/** `npm run db:migrate`: creates the database if needed and applies pending migrations. */
-async function main(): Promise<void> {
-  const config = loadConfigOrExit();
-  const dir = projectPath('prisma/migrations');
-  const result = await migrate(config.DATABASE_URL, dir);
-  const where = new URL(config.DATABASE_URL);
-  if (result.createdDatabase) {
-    process.stdout.write(`created database ${where.pathname.slice(1)}\n`);
-  }
-  process.stdout.write(
-    result.applied.length > 0
-      ? `applied ${result.applied.length} migration(s): ${result.applied.join(', ')}\n`
-      : `database ${where.pathname.slice(1)} is up to date (${result.alreadyApplied.length} migration(s))\n`,
-  );
-}
-
-main().catch((error: unknown) => {
-  process.stderr.write(`db:migrate failed: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+/**
+ * `npm run db:migrate` (and the compose file's `migrate` service): `switchyard migrate`, with any
+ * arguments given (`resolve --rolled-back <migration>`, `--dir <path>`).
+ */
+runCli([process.argv[0], 'switchyard', 'migrate', ...process.argv.slice(2)], {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  env: process.env,
+}).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`db:migrate failed: ${String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -10,7 +10,6 @@ import {
   http,
   recordsWritten,
   sleep,
-  taskCount,
   uniq,
   waitOnline,
   waitTerminal,
@@ -146,7 +145,7 @@ describe('relay (api)', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(((await res.json()) as any).error).toMatchObject({ code: 'no_device_available', param: 'model' });
-    expect(await taskCount(tenant.org.id)).toBe(0);
+    expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(0);
   });
 
   it('a request that no busy device takes in time: 503 queue_timeout, the row timed_out, the job gone', async () => {
@@ -156,6 +155,7 @@ describe('relay (api)', () => {
     const res = await chat(tenant, ask(model));
     expect(res.status).toBe(503);
     expect(((await res.json()) as any).error.code).toBe('queue_timeout');
+    // Postgres is written behind the transitions: the rows are read once the records are written.
     await recordsWritten();
     const rows = await db().task.findMany({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'asc' } });
     expect(rows.map((r) => [r.status, r.errorCode])).toEqual([
@@ -192,7 +192,7 @@ describe('relay (api)', () => {
     const first = await fakes[0].nextAssignment();
     const controller = new AbortController();
     const waiting = chat(tenant, ask(model), controller.signal).catch((e: Error) => e);
-    for (let i = 0; i < 100 && (await taskCount(tenant.org.id)) < 2; i++) {
+    for (let i = 0; i < 100 && (await db().task.count({ where: { orgId: tenant.org.id } })) < 2; i++) {
       await sleep(20);
     }
     controller.abort();

@@ -1,7 +1,7 @@
 import { Global, Module } from '@nestjs/common';
-import { MetricsController } from './metrics.controller';
 import { MetricsService } from './metrics.service';
 
+/** The api's metrics; their scrape route is with the other operations routes (health/metrics.controller.ts). */
 @Global()
-@Module({ controllers: [MetricsController], providers: [MetricsService], exports: [MetricsService] })
+@Module({ providers: [MetricsService], exports: [MetricsService] })
 export class MetricsModule {}

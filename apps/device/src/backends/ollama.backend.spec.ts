@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import type { ChatParams } from '@app/common/protocol/chat';
-import { OllamaChatStream, ollamaChatRequest, versionAtLeast } from './ollama.backend';
+import { ollamaChatRequest } from './ollama-chat-request';
+import { OllamaChatStream } from './ollama-chat-stream';
+import { versionAtLeast } from './ollama.backend';
 
 const line = (value: unknown) => JSON.stringify(value);
 const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> = {}) =>

@@ -1,14 +1,16 @@
 import type { Logger } from '@app/common/logging/logger';
-import type { ChatParams, ChoiceDelta, Feature, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
+import type { ChatParams, ChoiceDelta, Feature } from '@app/common/protocol/chat';
 import type { BackendResult, BackendTask, DeltaSink } from './backend';
-import { BackendError, cancelledError } from './backend';
-import { badResponse, endpoint, failure, getJson, readLines, send, streamError } from './upstream/http-client';
+import { cancelledError } from './backend';
+import { ollamaChatRequest } from './ollama-chat-request';
+import { OllamaChatStream } from './ollama-chat-stream';
+import { badResponse, endpoint, failure, getJson, readLines, send } from './upstream/http-client';
 import type { ProbeResult } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
 import { UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
 import { stopTextFilter } from './upstream/stop-text';
-import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, tokenLogprob, toolCallId, watched } from './upstream/upstream-options';
+import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, watched } from './upstream/upstream-options';
 
 /**
  * What Ollama's /api/chat honours: tools, `format` ("json" or a JSON schema), the usage counts of its
@@ -35,208 +37,6 @@ export function versionAtLeast(version: string | null, min: readonly number[]): 
     }
   }
   return true;
-}
-
-/** OpenAI carries tool arguments as a JSON string; Ollama wants the object. */
-function toolArguments(raw: string, where: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(raw === '' ? '{}' : raw);
-  } catch {
-    value = undefined;
-  }
-  if (!value || typeof value !== 'object' || Array.isArray(value)) {
-    throw new BackendError('invalid_request', `${where} must be a JSON object for Ollama`);
-  }
-  return value as Record<string, unknown>;
-}
-
-/**
- * The /api/chat request for a task: OpenAI's messages in Ollama's shape (tool call arguments as
- * objects, tool results with the `tool_name` of the call they answer), `format`, `think`, and the
- * sampling options under `options`. `thinkLevels: false` sends `think: true` instead of a level.
- */
-export function ollamaChatRequest(model: string, params: ChatParams, thinkLevels = true): Record<string, unknown> {
-  const callNames = new Map<string, string>();
-  for (const message of params.messages) {
-    for (const call of message.tool_calls ?? []) {
-      callNames.set(call.id, call.function.name);
-    }
-  }
-  const messages = params.messages.map((m, i) => {
-    switch (m.role) {
-      case 'system':
-      case 'user':
-        return { role: m.role, content: m.content ?? '' };
-      case 'assistant':
-        return {
-          role: 'assistant',
-          content: m.content ?? '',
-          ...(m.tool_calls?.length
-            ? {
-                tool_calls: m.tool_calls.map((call, j) => ({
-                  function: {
-                    name: call.function.name,
-                    arguments: toolArguments(
-                      call.function.arguments,
-                      `messages[${i}].tool_calls[${j}].function.arguments`,
-                    ),
-                  },
-                })),
-              }
-            : {}),
-        };
-      case 'tool': {
-        const name = m.name ?? (m.tool_call_id !== undefined ? callNames.get(m.tool_call_id) : undefined);
-        return { role: 'tool', content: m.content ?? '', ...(name ? { tool_name: name } : {}) };
-      }
-    }
-  });
-  const options: Record<string, unknown> = { num_predict: params.max_tokens };
-  if (params.temperature !== undefined) {
-    options.temperature = params.temperature;
-  }
-  if (params.top_p !== undefined) {
-    options.top_p = params.top_p;
-  }
-  // With include_stop_str_in_output the device watches for the stop strings itself (StopTextFilter):
-  // Ollama stops on them without showing them.
-  if (params.stop?.length && !params.include_stop_str_in_output) {
-    options.stop = params.stop;
-  }
-  if (params.presence_penalty !== undefined) {
-    options.presence_penalty = params.presence_penalty;
-  }
-  if (params.frequency_penalty !== undefined) {
-    options.frequency_penalty = params.frequency_penalty;
-  }
-  const body: Record<string, unknown> = { model, messages, stream: true, options };
-  // tool_choice "none": the model must not call a tool, and Ollama has no tool_choice, so it gets none to call.
-  if (params.tools?.length && params.tool_choice !== 'none') {
-    body.tools = params.tools.map((t) => ({
-      type: 'function',
-      function: {
-        name: t.function.name,
-        ...(t.function.description !== undefined ? { description: t.function.description } : {}),
-        ...(t.function.parameters !== undefined ? { parameters: t.function.parameters } : {}),
-      },
-    }));
-  }
-  const format = params.response_format;
-  if (format?.type === 'json_object') {
-    body.format = 'json';
-  } else if (format?.type === 'json_schema') {
-    body.format = format.json_schema.schema ?? 'json';
-  }
-  if (params.reasoning_effort) {
-    body.think = thinkLevels ? params.reasoning_effort : true;
-  }
-  if (params.logprobs) {
-    body.logprobs = true;
-    body.top_logprobs = params.top_logprobs ?? 0;
-  }
-  // Ollama itself has no web search in /api/chat: a device declares web_search (--web-search) only
-  // when a proxy in front of Ollama does the searching, and that proxy reads this field.
-  if (params.web_search_options) {
-    body.web_search_options = params.web_search_options;
-  }
-  return body;
-}
-
-/** Reads Ollama's NDJSON chat stream, one line at a time, into deltas and the final result. */
-export class OllamaChatStream {
-  done = false;
-  private finish: FinishReason = 'stop';
-  private usage: Usage | null = null;
-  private toolCalls = 0;
-  private lines = 0;
-
-  constructor(private readonly topLogprobs: number) {}
-
-  /** One line of the stream: the delta it carries, if any. Throws for an error line or a malformed one. */
-  push(line: string): ChoiceDelta | null {
-    this.lines++;
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(line);
-    } catch {
-      throw badResponse(`line ${this.lines} is not JSON`);
-    }
-    if (!chunk || typeof chunk !== 'object' || Array.isArray(chunk)) {
-      throw badResponse(`line ${this.lines} is not a JSON object`);
-    }
-    const c = chunk as {
-      error?: unknown;
-      message?: { content?: unknown; thinking?: unknown; tool_calls?: unknown };
-      done?: unknown;
-      done_reason?: unknown;
-      prompt_eval_count?: unknown;
-      eval_count?: unknown;
-      logprobs?: unknown;
-    };
-    if (c.error !== undefined) {
-      throw streamError({ message: typeof c.error === 'string' ? c.error : JSON.stringify(c.error) });
-    }
-    if (c.message !== undefined && (typeof c.message !== 'object' || c.message === null)) {
-      throw badResponse(`line ${this.lines} has no message object`);
-    }
-    const delta: ChoiceDelta = { index: 0 };
-    const message = c.message ?? {};
-    if (typeof message.thinking === 'string' && message.thinking !== '') {
-      delta.reasoning = message.thinking;
-    }
-    if (typeof message.content === 'string' && message.content !== '') {
-      delta.content = message.content;
-    }
-    if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) {
-      delta.tool_calls = message.tool_calls.map((call) => this.toolCall(call));
-      this.toolCalls += delta.tool_calls.length;
-    }
-    if (Array.isArray(c.logprobs) && c.logprobs.length > 0) {
-      const logprobs = c.logprobs.map((l) => tokenLogprob(l, this.topLogprobs));
-      if (logprobs.some((l) => l === null)) {
-        throw badResponse(`line ${this.lines} has malformed logprobs`);
-      }
-      delta.logprobs = logprobs as NonNullable<ChoiceDelta['logprobs']>;
-    }
-    if (c.done === true) {
-      this.done = true;
-      this.finish = c.done_reason === 'length' ? 'length' : 'stop';
-      const prompt = typeof c.prompt_eval_count === 'number' ? c.prompt_eval_count : null;
-      const completion = typeof c.eval_count === 'number' ? c.eval_count : null;
-      if (prompt !== null || completion !== null) {
-        this.usage = {
-          prompt_tokens: prompt ?? 0,
-          completion_tokens: completion ?? 0,
-          total_tokens: (prompt ?? 0) + (completion ?? 0),
-        };
-      }
-    }
-    return Object.keys(delta).length > 1 ? delta : null;
-  }
-
-  private toolCall(raw: unknown): ToolCall {
-    const call = raw as { id?: unknown; function?: { name?: unknown; arguments?: unknown } } | null;
-    const name = call?.function?.name;
-    if (typeof name !== 'string' || name === '') {
-      throw badResponse(`line ${this.lines} has a tool call without a name`);
-    }
-    const args = call?.function?.arguments;
-    return {
-      id: typeof call?.id === 'string' && call.id !== '' ? call.id : toolCallId(),
-      type: 'function',
-      function: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) },
-    };
-  }
-
-  /** After the last line: the finish reason (tool_calls when it called any and was not cut short) and usage. */
-  result(): BackendResult {
-    if (!this.done) {
-      throw badResponse('the stream ended before its final line (done: true)');
-    }
-    const finish = this.toolCalls > 0 && this.finish !== 'length' ? 'tool_calls' : this.finish;
-    return { finish_reasons: [finish], usage: this.usage };
-  }
 }
 
 /** Serves tasks through a local Ollama's /api/chat, streaming its NDJSON answer. */

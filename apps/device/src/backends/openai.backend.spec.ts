@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
-import { OpenAIChatStream, openaiChatRequest } from './openai.backend';
+import { openaiChatRequest } from './openai-chat-request';
+import { OpenAIChatStream } from './openai-chat-stream';
 import { SseDecoder } from './upstream/sse';
 
 const event = (data: unknown) => ({ event: 'message', data: typeof data === 'string' ? data : JSON.stringify(data) });

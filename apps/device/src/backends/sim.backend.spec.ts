@@ -3,7 +3,8 @@ import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type { BackendResult } from './backend';
 import type { SimOptions } from './sim.backend';
-import { SimBackend, tokenizeText } from './sim.backend';
+import { tokenizeText } from './sim-generation';
+import { SimBackend } from './sim.backend';
 
 // No pacing: these tests check what is emitted, never when.
 const fast = (overrides: Partial<SimOptions> = {}) =>

@@ -151,7 +151,8 @@ export class Finalizer {
       // The job keeps its lock until it expires (MAX_STREAM_MS); its task has ended all the same.
       this.logger.warn({ err: (err as Error).message, task: a.address, outcome: label }, 'could not move the job');
     }
-    if (result?.ok) {
+    // A requeue whose job could not be put back is still a requeue, not an ending of the task.
+    if (result?.ok && outcome.kind !== 'requeue') {
       this.metrics.tasks.inc({ outcome: outcome.kind === 'completed' ? 'completed' : label });
     }
     this.logger.info(

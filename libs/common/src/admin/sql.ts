@@ -28,6 +28,7 @@ function fromClient(client: Pool | PoolClient): Sql {
         await conn.query('COMMIT');
         return result;
       } catch (error) {
+        // Rollback after an error: the error thrown below is the one to report.
         await conn.query('ROLLBACK').catch(() => undefined);
         throw error;
       } finally {

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logging/logger';
 import { RECORD_WRITERS, keys } from '../redis/keys';
-import { parseSnapshot } from './task-repository';
-import type { TaskSnapshot } from './task-repository';
+import { parseSnapshot } from './task-state';
+import type { TaskSnapshot } from './task-state';
 
 /** Records per read: one statement writes them all. */
 const BATCH = 500;

@@ -1,91 +1,11 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import type { TaskApi, TaskMode, TaskStatus } from '../prisma/generated/enums';
+import type { TaskStatus } from '../prisma/generated/enums';
 import { keys } from '../redis/keys';
-import { ENDED_VERSION, TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 import type { SqlRunner } from './task-record-writer';
-
-/** What a new task starts with (its job is enqueued right after). */
-export interface NewTask {
-  id: string;
-  address: string;
-  orgId: string;
-  apiKeyId: string | null;
-  modelId: string;
-  mode: TaskMode;
-  api: TaskApi;
-  stream: boolean;
-  /** The queue line its job waits in. */
-  line: string;
-  /** The api instance holding the client. */
-  apiInstance: string;
-  /** Past this (epoch ms) nobody can still end the task: the reaper does. */
-  deadline: number;
-}
-
-/** How a task ended. */
-export interface Ending {
-  status: Extract<TaskStatus, 'completed' | 'failed' | 'cancelled' | 'timed_out'>;
-  errorCode?: string | null;
-  finishReason?: string | null;
-  promptTokens?: number | null;
-  completionTokens?: number | null;
-  outputSha256?: string | null;
-  /** UTF-8 bytes of output relayed to the client. */
-  outputBytes?: number | null;
-  /** Who counted the tokens: the device (its report), or the relay (what it relayed, for an early end). */
-  usageSource?: 'device' | 'relay' | null;
-  /** When the first output was relayed (epoch ms), if no earlier transition recorded it. */
-  firstTokenAt?: number | null;
-}
-
-/**
- * Which state an ending may start from: any that is not terminal, only `queued` (a request that
- * waited too long or whose client left before a device took it), or only the given attempt (a
- * dispatcher ends only the assignment it holds).
- */
-export type EndGuard = 'any' | 'queued' | { attempt: number };
-
-/** A task's state as Redis holds it while the task is in flight (and a while after). */
-export interface TaskSnapshot {
-  id: string;
-  address: string;
-  orgId: string;
-  apiKeyId: string | null;
-  modelId: string;
-  mode: TaskMode;
-  api: TaskApi;
-  stream: boolean;
-  line: string;
-  apiInstance: string;
-  status: TaskStatus;
-  version: number;
-  attempts: number;
-  deviceId: string | null;
-  dispatcherId: string | null;
-  /** The BullMQ lock token of the current assignment. */
-  token: string | null;
-  finishReason: string | null;
-  errorCode: string | null;
-  promptTokens: number | null;
-  completionTokens: number | null;
-  outputSha256: string | null;
-  outputBytes: number | null;
-  usageSource: 'device' | 'relay' | null;
-  queuedAt: Date;
-  assignedAt: Date | null;
-  firstTokenAt: Date | null;
-  finishedAt: Date | null;
-}
-
-/**
- * `recovered`: the task's state was gone from Redis (lost with a restart without persistence), and
- * the ending was written to its Postgres record directly.
- */
-export type TransitionResult =
-  { ok: true; attempt: number; recovered?: boolean } | { ok: false; status: TaskStatus | null };
-
-/** An event for the task's stream, as XADD field/value pairs (see encodeStreamEntry). */
-export type StreamFields = string[];
+import type { EndGuard, Ending, NewTask, StreamFields, TaskSnapshot, TransitionResult } from './task-state';
+import { parseSnapshot } from './task-state';
+import { creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
+import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 
 export interface TaskRepositoryOptions {
   /** How long a live task's state is kept at most (its deadline plus a margin). */
@@ -94,45 +14,6 @@ export interface TaskRepositoryOptions {
   endedTtlMs: number;
   /** How long a task's event stream lives after its last event. */
   streamTtlS: number;
-}
-
-const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
-const date = (v: string | undefined) => (v === undefined || v === '' ? null : new Date(Number(v)));
-
-/** Parses the hash of a task's state (field names as the transitions script writes them). */
-export function parseSnapshot(h: Record<string, string>): TaskSnapshot | null {
-  if (!h.id || !h.st) {
-    return null;
-  }
-  return {
-    id: h.id,
-    address: h.addr,
-    orgId: h.org,
-    apiKeyId: h.key || null,
-    modelId: h.model,
-    mode: h.mode as TaskMode,
-    api: h.api as TaskApi,
-    stream: h.stream === '1',
-    line: h.line,
-    apiInstance: h.apiid,
-    status: h.st as TaskStatus,
-    version: Number(h.ver),
-    attempts: Number(h.att),
-    deviceId: h.dev || null,
-    dispatcherId: h.disp || null,
-    token: h.tok || null,
-    finishReason: h.fr || null,
-    errorCode: h.err || null,
-    promptTokens: num(h.pt),
-    completionTokens: num(h.ct),
-    outputSha256: h.sha || null,
-    outputBytes: num(h.ob),
-    usageSource: (h.us as 'device' | 'relay' | undefined) || null,
-    queuedAt: new Date(Number(h.q)),
-    assignedAt: date(h.as),
-    firstTokenAt: date(h.ft),
-    finishedAt: date(h.fin),
-  };
 }
 
 type TransitionOp = 'create' | 'claim' | 'first' | 'requeue' | 'end';
@@ -213,37 +94,8 @@ export class TaskRepository {
       '',
       ttl,
       this.options.streamTtlS,
-      ...this.creation(task),
+      ...creationArgs(task),
     );
-  }
-
-  /** The field/value pairs of a new task, preceded by their count. */
-  private creation(task: NewTask): [number, ...(string | number)[]] {
-    const pairs = [
-      'id',
-      task.id,
-      'addr',
-      task.address,
-      'org',
-      task.orgId,
-      'key',
-      task.apiKeyId ?? '',
-      'model',
-      task.modelId,
-      'mode',
-      task.mode,
-      'api',
-      task.api,
-      'stream',
-      task.stream ? '1' : '0',
-      'line',
-      task.line,
-      'apiid',
-      task.apiInstance,
-      'dl',
-      task.deadline,
-    ];
-    return [pairs.length / 2, ...pairs];
   }
 
   /**
@@ -267,23 +119,8 @@ export class TaskRepository {
 
   /** Ends the task if `guard` allows it; `event` reaches the client only then. */
   async end(taskId: string, ending: Ending, guard: EndGuard, event: StreamFields = []): Promise<TransitionResult> {
-    const pairs: (string | number)[] = ['st', ending.status];
-    const optional: [string, string | number | null | undefined][] = [
-      ['err', ending.errorCode],
-      ['fr', ending.finishReason],
-      ['pt', ending.promptTokens],
-      ['ct', ending.completionTokens],
-      ['sha', ending.outputSha256],
-      ['ob', ending.outputBytes],
-      ['us', ending.usageSource],
-      ['ft', ending.firstTokenAt],
-    ];
-    for (const [field, value] of optional) {
-      if (value !== null && value !== undefined) {
-        pairs.push(field, value);
-      }
-    }
-    const g = guard === 'any' ? '' : guard === 'queued' ? 'queued' : `attempt:${guard.attempt}`;
+    const pairs = endingPairs(ending);
+    const g = guardArg(guard);
     let result: TransitionResult;
     try {
       result = await this.run(taskId, 'end', g, pairs, event);
@@ -307,27 +144,8 @@ export class TaskRepository {
    * have done; nothing written behind can replace that ending (it carries the final version).
    */
   private async endRecord(taskId: string, ending: Ending, guard: EndGuard): Promise<TransitionResult> {
-    const from = guard === 'queued' ? ['queued'] : ['queued', 'assigned', 'streaming'];
-    const { rowCount } = await this.records!.sql(
-      `UPDATE tasks SET status = $2, error_code = COALESCE($3, error_code), finish_reason = COALESCE($4, finish_reason),
-         prompt_tokens = COALESCE($5, prompt_tokens), completion_tokens = COALESCE($6, completion_tokens),
-         output_sha256 = COALESCE($7, output_sha256), finished_at = now(), record_version = $8,
-         output_bytes = COALESCE($10, output_bytes), usage_source = COALESCE($11, usage_source)
-       WHERE id = $1 AND status = ANY($9::task_status[])`,
-      [
-        taskId,
-        ending.status,
-        ending.errorCode ?? null,
-        ending.finishReason ?? null,
-        ending.promptTokens ?? null,
-        ending.completionTokens ?? null,
-        ending.outputSha256 ?? null,
-        ENDED_VERSION,
-        from,
-        ending.outputBytes ?? null,
-        ending.usageSource ?? null,
-      ],
-    );
+    const { text, values } = endRecordStatement(taskId, ending, guard);
+    const { rowCount } = await this.records!.sql(text, values);
     return rowCount === 1 ? { ok: true, attempt: 0, recovered: true } : { ok: false, status: null };
   }
 

@@ -97,6 +97,7 @@ export class UsageService {
       await client.query('COMMIT');
       return result.rows;
     } catch (error) {
+      // Rollback after an error: the error handled below is the one to report.
       await client.query('ROLLBACK').catch(() => undefined);
       if ((error as { code?: string }).code === '57014') {
         throw new AppError(

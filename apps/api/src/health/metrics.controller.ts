@@ -1,6 +1,6 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { Public } from '../auth/access.decorator';
-import { MetricsService } from './metrics.service';
+import { MetricsService } from '../metrics/metrics.service';
 
 /** Prometheus scrape endpoint. Public like the health routes: keep it off the internet at the network. */
 @Controller()

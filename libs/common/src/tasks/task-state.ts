@@ -1,0 +1,123 @@
+import type { TaskApi, TaskMode, TaskStatus } from '../prisma/generated/enums';
+
+/** What a new task starts with (its job is enqueued right after). */
+export interface NewTask {
+  id: string;
+  address: string;
+  orgId: string;
+  apiKeyId: string | null;
+  modelId: string;
+  mode: TaskMode;
+  api: TaskApi;
+  stream: boolean;
+  /** The queue line its job waits in. */
+  line: string;
+  /** The api instance holding the client. */
+  apiInstance: string;
+  /** Past this (epoch ms) nobody can still end the task: the reaper does. */
+  deadline: number;
+}
+
+/** How a task ended. */
+export interface Ending {
+  status: Extract<TaskStatus, 'completed' | 'failed' | 'cancelled' | 'timed_out'>;
+  errorCode?: string | null;
+  finishReason?: string | null;
+  promptTokens?: number | null;
+  completionTokens?: number | null;
+  outputSha256?: string | null;
+  /** UTF-8 bytes of output relayed to the client. */
+  outputBytes?: number | null;
+  /** Who counted the tokens: the device (its report), or the relay (what it relayed, for an early end). */
+  usageSource?: 'device' | 'relay' | null;
+  /** When the first output was relayed (epoch ms), if no earlier transition recorded it. */
+  firstTokenAt?: number | null;
+}
+
+/**
+ * Which state an ending may start from: any that is not terminal, only `queued` (a request that
+ * waited too long or whose client left before a device took it), or only the given attempt (a
+ * dispatcher ends only the assignment it holds).
+ */
+export type EndGuard = 'any' | 'queued' | { attempt: number };
+
+/** A task's state as Redis holds it while the task is in flight (and a while after). */
+export interface TaskSnapshot {
+  id: string;
+  address: string;
+  orgId: string;
+  apiKeyId: string | null;
+  modelId: string;
+  mode: TaskMode;
+  api: TaskApi;
+  stream: boolean;
+  line: string;
+  apiInstance: string;
+  status: TaskStatus;
+  version: number;
+  attempts: number;
+  deviceId: string | null;
+  dispatcherId: string | null;
+  /** The BullMQ lock token of the current assignment. */
+  token: string | null;
+  finishReason: string | null;
+  errorCode: string | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  outputSha256: string | null;
+  outputBytes: number | null;
+  usageSource: 'device' | 'relay' | null;
+  queuedAt: Date;
+  assignedAt: Date | null;
+  firstTokenAt: Date | null;
+  finishedAt: Date | null;
+}
+
+/**
+ * `recovered`: the task's state was gone from Redis (lost with a restart without persistence), and
+ * the ending was written to its Postgres record directly.
+ */
+export type TransitionResult =
+  { ok: true; attempt: number; recovered?: boolean } | { ok: false; status: TaskStatus | null };
+
+/** An event for the task's stream, as XADD field/value pairs (see encodeStreamEntry). */
+export type StreamFields = string[];
+
+const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
+const date = (v: string | undefined) => (v === undefined || v === '' ? null : new Date(Number(v)));
+
+/** Parses the hash of a task's state (field names as the transitions script writes them). */
+export function parseSnapshot(h: Record<string, string>): TaskSnapshot | null {
+  if (!h.id || !h.st) {
+    return null;
+  }
+  return {
+    id: h.id,
+    address: h.addr,
+    orgId: h.org,
+    apiKeyId: h.key || null,
+    modelId: h.model,
+    mode: h.mode as TaskMode,
+    api: h.api as TaskApi,
+    stream: h.stream === '1',
+    line: h.line,
+    apiInstance: h.apiid,
+    status: h.st as TaskStatus,
+    version: Number(h.ver),
+    attempts: Number(h.att),
+    deviceId: h.dev || null,
+    dispatcherId: h.disp || null,
+    token: h.tok || null,
+    finishReason: h.fr || null,
+    errorCode: h.err || null,
+    promptTokens: num(h.pt),
+    completionTokens: num(h.ct),
+    outputSha256: h.sha || null,
+    outputBytes: num(h.ob),
+    usageSource: (h.us as 'device' | 'relay' | undefined) || null,
+    queuedAt: new Date(Number(h.q)),
+    assignedAt: date(h.as),
+    firstTokenAt: date(h.ft),
+    finishedAt: date(h.fin),
+  };
+}

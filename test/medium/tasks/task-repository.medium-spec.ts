@@ -1,0 +1,277 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import { AdminService, TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
+import type { NewTask, SqlRunner } from '@app/common';
+import { createPool } from '../../../libs/common/src/prisma/pool';
+import { ENDED_VERSION } from '../../../libs/common/src/tasks/task-transitions.lua';
+import { DATABASE_URL, REDIS_URL, closeDb, createDevice, createTenant, db, sleep, uniq } from '../../support/stack';
+import type { Tenant } from '../../support/stack';
+
+/**
+ * The task repository on the real Redis (its transitions are one Lua script) and Postgres (written
+ * behind by a TaskRecordWriter, and ended directly when Redis lost a task's state).
+ */
+describe('TaskRepository', () => {
+  let redis: Redis;
+  let pool: Pool;
+  let sql: SqlRunner;
+  let tasks: TaskRepository;
+  let writer: TaskRecordWriter;
+  let tenant: Tenant;
+  let model: string;
+  /** Registered devices: a record names its device (a foreign key). */
+  let deviceIds: string[];
+  const options = { liveTtlMs: 60_000, endedTtlMs: 60_000, streamTtlS: 60 };
+
+  beforeAll(async () => {
+    redis = createRedis(REDIS_URL);
+    pool = createPool(DATABASE_URL, 2);
+    sql = { sql: (text, values) => pool.query(text, values) };
+    tasks = new TaskRepository(redis, options, sql);
+    writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
+    writer.start();
+    model = uniq('medium-repo');
+    await new AdminService(db()).addModel({ id: model });
+    tenant = await createTenant([model]);
+    deviceIds = [];
+    for (let i = 0; i < 6; i++) {
+      deviceIds.push((await createDevice()).id);
+    }
+  });
+
+  afterAll(async () => {
+    await writer?.stop();
+    redis?.disconnect();
+    await pool?.end();
+    await closeDb();
+  });
+
+  function newTask(): NewTask {
+    const id = randomUUID();
+    return {
+      id,
+      address: `network:${id}`,
+      orgId: tenant.org.id,
+      apiKeyId: tenant.keyId,
+      modelId: model,
+      mode: 'network',
+      api: 'openai',
+      stream: true,
+      line: 'medium-line',
+      apiInstance: 'api-medium',
+      deadline: Date.now() + 60_000,
+    };
+  }
+
+  async function create(task: NewTask): Promise<unknown> {
+    const pipeline = redis.pipeline();
+    tasks.createIn(pipeline, task);
+    const [[err, reply]] = (await pipeline.exec())!;
+    if (err) {
+      throw err;
+    }
+    return reply;
+  }
+
+  /** The task's row once the writer has written (at least) the given version. */
+  async function row(id: string, version: number) {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const found = await db().task.findUnique({ where: { id } });
+      if (found && found.recordVersion >= version) {
+        return found;
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`task ${id} has no record at version ${version} (has ${found?.recordVersion ?? 'none'})`);
+      }
+      await sleep(20);
+    }
+  }
+
+  /** The task's event stream: (attempt, seq, events) per entry. */
+  async function events(id: string) {
+    const entries = await redis.xrange(keys.taskStream(id), '-', '+');
+    return entries.map(([, f]) => {
+      const h = Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]]));
+      return { a: h.a, s: h.s, e: JSON.parse(h.e) as { type: string }[] };
+    });
+  }
+
+  const by = (n: number) => ({
+    deviceId: deviceIds[n % deviceIds.length],
+    dispatcherId: `disp-${n}`,
+    token: `tok-${n}`,
+  });
+  const entry = (attempt: number, seq: number, events: object[]) => [
+    'a',
+    String(attempt),
+    's',
+    String(seq),
+    'e',
+    JSON.stringify(events),
+  ];
+
+  it('create → claim → requeue → claim → first → end, each conditional on the state it expects', async () => {
+    const task = newTask();
+    expect(await create(task)).toEqual([1, 0]);
+    // The same id twice: refused with the status it has.
+    expect(await create(task)).toEqual([0, 'queued']);
+    expect(await tasks.get(task.id)).toMatchObject({ status: 'queued', version: 0, attempts: 0 });
+    expect(await redis.zscore(keys.liveTasks, task.id)).toBe(String(task.deadline));
+
+    const first = by(1);
+    expect(await tasks.claim(task.id, first)).toEqual({ ok: true, attempt: 1 });
+    // A second claim of an assigned task is refused.
+    expect(await tasks.claim(task.id, by(9))).toEqual({ ok: false, status: 'assigned' });
+    expect(await tasks.get(task.id)).toMatchObject({
+      status: 'assigned',
+      attempts: 1,
+      version: 5,
+      deviceId: first.deviceId,
+      dispatcherId: 'disp-1',
+      token: 'tok-1',
+    });
+    expect(await tasks.heldBy('disp-1')).toEqual([task.id]);
+
+    // Only the attempt's own requeue counts.
+    expect(await tasks.requeue(task.id, 2, entry(2, 1, [{ type: 'requeued' }]))).toEqual({
+      ok: false,
+      status: 'assigned',
+    });
+    expect(await tasks.requeue(task.id, 1, entry(1, 1, [{ type: 'requeued', reason: 'x' }]))).toEqual({
+      ok: true,
+      attempt: 1,
+    });
+    const requeued = await tasks.get(task.id);
+    expect(requeued).toMatchObject({ status: 'queued', version: 7, attempts: 1, deviceId: null, token: null });
+    expect(await tasks.heldBy('disp-1')).toEqual([]);
+
+    const second = by(2);
+    expect(await tasks.claim(task.id, second)).toEqual({ ok: true, attempt: 2 });
+    // A late first output of the first attempt is refused; the second's is accepted.
+    expect(await tasks.firstOutput(task.id, 1, entry(1, 1, [{ type: 'delta' }]))).toEqual({
+      ok: false,
+      status: 'assigned',
+    });
+    expect(await tasks.firstOutput(task.id, 2, entry(2, 1, [{ type: 'delta' }]))).toEqual({ ok: true, attempt: 2 });
+    expect(await tasks.get(task.id)).toMatchObject({ status: 'streaming', version: 10 });
+    // Requeue is only before any output.
+    expect(await tasks.requeue(task.id, 2, [])).toEqual({ ok: false, status: 'streaming' });
+
+    const ending = {
+      status: 'completed' as const,
+      finishReason: 'stop',
+      promptTokens: 3,
+      completionTokens: 1,
+      outputSha256: 'ab'.repeat(32),
+      outputBytes: 1,
+      usageSource: 'device' as const,
+    };
+    const done = entry(2, 2, [{ type: 'done' }]);
+    expect(await tasks.end(task.id, ending, { attempt: 1 }, done)).toEqual({ ok: false, status: 'streaming' });
+    expect(await tasks.end(task.id, ending, 'queued', done)).toEqual({ ok: false, status: 'streaming' });
+    expect(await tasks.end(task.id, ending, { attempt: 2 }, done)).toEqual({ ok: true, attempt: 2 });
+    // The first ending wins.
+    expect(await tasks.end(task.id, { status: 'cancelled' }, 'any')).toEqual({ ok: false, status: 'completed' });
+    expect(await redis.zscore(keys.liveTasks, task.id)).toBeNull();
+    expect(await tasks.heldBy('disp-2')).toEqual([]);
+
+    // The client saw: assigned (1), requeued, assigned (2), the first output, done; refused events never.
+    expect((await events(task.id)).map((e) => [e.a, e.s, e.e.map((x) => x.type).join()])).toEqual([
+      ['1', '0', 'assigned'],
+      ['1', '1', 'requeued'],
+      ['2', '0', 'assigned'],
+      ['2', '1', 'delta'],
+      ['2', '2', 'done'],
+    ]);
+
+    const record = await row(task.id, ENDED_VERSION);
+    expect(record).toMatchObject({
+      status: 'completed',
+      attempts: 2,
+      deviceId: second.deviceId,
+      finishReason: 'stop',
+      promptTokens: 3,
+      completionTokens: 1,
+      outputSha256: 'ab'.repeat(32),
+      errorCode: null,
+      orgId: tenant.org.id,
+      apiKeyId: tenant.keyId,
+    });
+    const times = [record.queuedAt, record.assignedAt, record.firstTokenAt, record.finishedAt].map((d) => d!.getTime());
+    expect([...times].sort((x, y) => x - y)).toEqual(times);
+  });
+
+  it('queued-only endings: a queue timeout ends a waiting task, not one a device took', async () => {
+    const waiting = newTask();
+    await create(waiting);
+    const ending = { status: 'timed_out' as const, errorCode: 'queue_timeout' };
+    expect(await tasks.end(waiting.id, ending, 'queued')).toEqual({ ok: true, attempt: 0 });
+
+    const taken = newTask();
+    await create(taken);
+    await tasks.claim(taken.id, by(3));
+    expect(await tasks.end(taken.id, ending, 'queued')).toEqual({ ok: false, status: 'assigned' });
+    expect(await row(waiting.id, ENDED_VERSION)).toMatchObject({ status: 'timed_out', errorCode: 'queue_timeout' });
+  });
+
+  it('Redis lost the state: the ending goes to the Postgres record, once, and nothing written behind replaces it', async () => {
+    const task = newTask();
+    await create(task);
+    await tasks.claim(task.id, by(4));
+    await row(task.id, 5);
+    await redis.del(keys.taskState(task.id));
+
+    const ending = { status: 'failed' as const, errorCode: 'device_disconnected', completionTokens: 0 };
+    expect(await tasks.end(task.id, ending, { attempt: 1 })).toEqual({ ok: true, attempt: 0, recovered: true });
+    expect(await tasks.end(task.id, { status: 'cancelled' }, 'any')).toEqual({ ok: false, status: null });
+    const record = await db().task.findUniqueOrThrow({ where: { id: task.id } });
+    expect(record).toMatchObject({ status: 'failed', errorCode: 'device_disconnected', recordVersion: ENDED_VERSION });
+    expect(record.finishedAt).toBeInstanceOf(Date);
+
+    // A queued-only ending does not end a record that was assigned.
+    const assigned = newTask();
+    await create(assigned);
+    await tasks.claim(assigned.id, by(5));
+    await row(assigned.id, 5);
+    await redis.del(keys.taskState(assigned.id));
+    expect(await tasks.end(assigned.id, { status: 'timed_out', errorCode: 'queue_timeout' }, 'queued')).toEqual({
+      ok: false,
+      status: null,
+    });
+    expect(await db().task.findUniqueOrThrow({ where: { id: assigned.id } })).toMatchObject({ status: 'assigned' });
+  });
+
+  it('Redis unreachable: the ending goes to the Postgres record directly', async () => {
+    const task = newTask();
+    await create(task);
+    await row(task.id, 0);
+    const down = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    try {
+      const cut = new TaskRepository(down, options, sql);
+      expect(await cut.end(task.id, { status: 'cancelled', errorCode: 'client_disconnected' }, 'any')).toEqual({
+        ok: true,
+        attempt: 0,
+        recovered: true,
+      });
+      // Without Postgres to fall back on, the failure is the caller's.
+      await expect(new TaskRepository(down, options).end(task.id, { status: 'cancelled' }, 'any')).rejects.toThrow();
+    } finally {
+      down.disconnect();
+    }
+    expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({
+      status: 'cancelled',
+      errorCode: 'client_disconnected',
+    });
+    // The state that Redis still holds ends later, but its record can no longer go back.
+    expect(await tasks.end(task.id, { status: 'completed' }, 'any')).toEqual({ ok: true, attempt: 0 });
+    await sleep(300);
+    expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({ status: 'cancelled' });
+  });
+});

@@ -9,6 +9,7 @@ import {
   assertOpenAIError,
   bearer,
   chatBody,
+  eventually,
   sha256,
   sseContent,
   startApi,
@@ -344,15 +345,24 @@ describe('chaos: devices and clients', () => {
 
       it(`${kind}: abort mid-answer: the task ends cancelled with the hash of what was relayed`, async () => {
         const prompt = `mid-answer ${kind}`;
+        const before = new Date(Date.now() - 1);
         const target = request(prompt, stream);
+        // This request's task: the only one of the model queued since (its row is written once queued).
+        const address = (
+          await waitTasks({ modelId: model, orgId: tenant.org.id, queuedAt: { gte: before } }, (r) => r.length === 1)
+        )[0].address;
         if (target.live) {
           await target.live.waitFor(/"content":"[^"]+"/);
         } else {
-          await waitStatus(tenant.org.id, 'streaming', 15_000, { modelId: model });
+          // From the task's live state (Redis), not its row, which is written behind and could lag past the answer.
+          await eventually(async () => {
+            const view = await http('GET', `${url().replace('/chat/completions', '')}/tasks/${address}`, {
+              headers: bearer(tenant.key),
+            });
+            assert.equal(view.body.status, 'streaming');
+            return true;
+          });
         }
-        const address = (await waitTasks({ modelId: model, orgId: tenant.org.id }, (r) => r.length > 0)).at(
-          -1,
-        )!.address;
         target.abort();
         await target.done;
         const row = await assertCancelled(address, true);

@@ -5,7 +5,8 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
-import { ADMIN_TOKEN, DATABASE_URL, Proc, db, freePort, sleep } from '../support/stack';
+import { createRedis, keys } from '@app/common';
+import { ADMIN_TOKEN, DATABASE_URL, Proc, REDIS_URL, db, freePort, recordsWritten, sleep } from '../support/stack';
 
 export { deviceIdOf, startApi, startDevice, startDispatcher, waitOnline } from '../support/stack';
 export { FakeDevice } from '../support/fake-device';
@@ -191,15 +192,32 @@ export async function waitAllTerminal(orgId: string, timeoutMs = 15_000, min = 1
   );
 }
 
-/** Waits for a task of the org in the given status (newest first) and returns it. */
+/**
+ * Waits for a task of the org in the given status (the newest such) and returns its row, once written.
+ * The status is the task's live state in Redis when it has one: rows are written behind and can lag
+ * behind a short task.
+ */
 export async function waitStatus(orgId: string, status: string, timeoutMs = 15_000, extra: object = {}) {
-  const rows = await waitTasks(
-    { orgId, status, ...extra },
-    (r) => r.length > 0,
-    timeoutMs,
-    `a task of org ${orgId} in status ${status}`,
-  );
-  return rows.at(-1)!;
+  const redis = createRedis(REDIS_URL);
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const rows = await db().task.findMany({ where: { orgId, ...extra }, orderBy: { queuedAt: 'desc' }, take: 50 });
+      const live = await Promise.all(rows.map((r) => redis.hget(keys.taskState(r.id), 'st')));
+      const found = rows.find((r, i) => (live[i] ?? r.status) === status);
+      if (found) {
+        // The row once it holds that transition (and whatever came after): its device, its times.
+        await recordsWritten();
+        return db().task.findUniqueOrThrow({ where: { id: found.id } });
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`timed out waiting for a task of org ${orgId} in status ${status}`);
+      }
+      await sleep(20);
+    }
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** Server-Sent Events parsed into their data payloads (`[DONE]` kept as the string). */

@@ -101,16 +101,24 @@ export async function taskRow(tenant: Tenant, address?: string) {
 
 /** Waits for the org's latest task to reach `status`. */
 export async function waitStatus(tenant: Tenant, status: string, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const task = await db().task.findFirst({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
-    if (task?.status === status) {
-      return task;
+  // The latest task's state in Redis: its row is written behind and can lag by more than a short answer.
+  const redis = createRedis(REDIS_URL);
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const task = await db().task.findFirst({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
+      const live = task ? await redis.hget(keys.taskState(task.id), 'st') : null;
+      if (task && (live ?? task.status) === status) {
+        await recordsWritten();
+        return db().task.findUniqueOrThrow({ where: { id: task.id } });
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`no task reached ${status} (latest: ${live ?? task?.status ?? 'none'})`);
+      }
+      await sleep(10);
     }
-    if (Date.now() > deadline) {
-      throw new Error(`no task reached ${status} (latest: ${task?.status ?? 'none'})`);
-    }
-    await sleep(10);
+  } finally {
+    redis.disconnect();
   }
 }
 

@@ -14,6 +14,7 @@ import {
   startDispatcher,
   uniq,
   waitOnline,
+  within,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
@@ -145,9 +146,9 @@ describe('hostile devices', () => {
       'invalid_device_token',
     );
     assert.equal(await handshake(dispatcher.url, '/admin', valid), 'Invalid namespace');
-    assert.equal(
+    assert.match(
       await handshake(dispatcher.url, '/devices', { token: spare.token, protocol: PROTOCOL_VERSION + 1 }),
-      'unsupported_protocol',
+      /^unsupported_protocol/,
     );
     assert.equal(await handshake(dispatcher.url, '/devices', valid), 'connected');
   });
@@ -317,7 +318,7 @@ describe('hostile devices', () => {
       hostile.delta(address, 0, 'partial');
       const disconnected = gone(hostile.socket);
       hostile.delta(address, 1, 'y'.repeat(MAX_EVENT_BYTES));
-      assert.equal(await disconnected, 'transport close');
+      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'transport close');
       assertOpenAIError(await pending, 502, 'device_disconnected');
       const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'failed');
       assert.equal(row.errorCode, 'device_disconnected');
@@ -328,11 +329,12 @@ describe('hostile devices', () => {
       const pending = chat(orgB.key, served, 'invalid events');
       const first = await hostile.nextAssignment();
       const disconnected = gone(hostile.socket);
-      for (let i = 0; i < MAX_INVALID_EVENTS - 1; i++) {
-        hostile.socket.emit('task:delta', { task_address: first.task_address, seq: 'x' });
+      // Invalid events that name no task of its own (one that did would fail that task explicitly).
+      for (let i = 0; i < MAX_INVALID_EVENTS / 2; i++) {
+        hostile.socket.emit('task:delta', 'junk');
         hostile.socket.emit('no:such:event', i);
       }
-      assert.equal(await disconnected, 'io server disconnect');
+      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'io server disconnect');
       const good = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [served]);
       fakes.push(good);
       const again = await good.nextAssignment();

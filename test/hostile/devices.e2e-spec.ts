@@ -426,7 +426,9 @@ describe('hostile devices', () => {
     };
     const invalidBefore = metricValue(await metrics(), 'switchyard_device_invalid_events_total') || 0;
     await timed(3, calmChat); // warm up
-    const baseline = await timed(15, calmChat);
+    // Quiet baselines before and after the flood, on the same machine in the same minute: what other
+    // suites running beside this one cost is in both.
+    const before = await timed(15, calmChat);
     const baselineHealth = await timed(15, health);
 
     const tokens = await Promise.all(Array.from({ length: 6 }, () => createDevice()));
@@ -441,16 +443,19 @@ describe('hostile devices', () => {
     let duringHealth: number[];
     try {
       await sleep(1_500);
-      during = await timed(15, calmChat);
+      during = await timed(21, calmChat);
       duringHealth = await timed(15, health);
     } finally {
       stats = await flood.stop();
     }
+    const after = await timed(15, calmChat);
+    const baseline = [...before, ...after];
     const invalidAfter = metricValue(await metrics(), 'switchyard_device_invalid_events_total');
     const [base, flooded] = [median(baseline), median(during)];
     const [baseH, floodedH] = [median(baselineHealth), median(duringHealth)];
     process.stdout.write(
-      `hostile: org B chat median ${base.toFixed(0)} ms quiet, ${flooded.toFixed(0)} ms during the flood ` +
+      `hostile: org B chat median ${base.toFixed(0)} ms quiet (${median(before).toFixed(0)} before, ` +
+        `${median(after).toFixed(0)} after), ${flooded.toFixed(0)} ms during the flood ` +
         `(x${(flooded / base).toFixed(2)}); dispatcher /healthz median ${baseH.toFixed(1)} ms -> ${floodedH.toFixed(1)} ms; ` +
         `flood: ${JSON.stringify({ ...stats, assigned: stats.assigned.length })}, invalid events counted ` +
         `${invalidAfter - invalidBefore}\n`,

@@ -234,6 +234,46 @@ describe('hostile clients', () => {
     expect(outcomes).toEqual(Array(10).fill('413 request_too_large'));
   });
 
+  it('with ADMIN_PORT, /admin is served only there, and nothing else is', async () => {
+    const adminPort = await freePort();
+    const split = await startApi({ ADMIN_PORT: String(adminPort), AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) });
+    try {
+      const admin = `http://127.0.0.1:${adminPort}`;
+      const from = loopbackAddress();
+      // On the public port the admin API does not exist, whatever the credentials.
+      for (const headers of [bearer(ADMIN_TOKEN), bearer('wrong'), {}]) {
+        const res = await jsonHttp('GET', `${split.url}/admin/orgs`, undefined, { headers, localAddress: from });
+        assertOpenAIError(res, 404, 'unknown_url');
+      }
+      const created = await jsonHttp(
+        'POST',
+        `${split.url}/admin/orgs`,
+        { name: uniq('sneaky') },
+        {
+          headers: bearer(ADMIN_TOKEN),
+        },
+      );
+      assertOpenAIError(created, 404, 'unknown_url');
+      // On the admin port: the admin API, with its token and its failed-auth limit.
+      const listed = await jsonHttp('GET', `${admin}/admin/orgs`, undefined, { headers: bearer(ADMIN_TOKEN) });
+      assert.equal(listed.status, 200, listed.text);
+      assertOpenAIError(
+        await jsonHttp('GET', `${admin}/admin/orgs`, undefined, { headers: bearer('wrong'), localAddress: from }),
+        401,
+        'invalid_admin_token',
+      );
+      // And nothing else there.
+      for (const path of ['/v1/models', '/healthz', '/metrics']) {
+        const res = await jsonHttp('GET', `${admin}${path}`, undefined, { headers: bearer(tenant.key) });
+        assertOpenAIError(res, 404, 'unknown_url');
+      }
+      const models = await jsonHttp('GET', `${split.url}/v1/models`, undefined, { headers: bearer(tenant.key) });
+      assert.equal(models.status, 200, models.text);
+    } finally {
+      await split.stop();
+    }
+  });
+
   it('ADMIN_TOKEN shorter than 32 characters stops the api at start, naming the variable and not the value', async () => {
     const short = 'short-admin-token-123';
     const proc = startNode(

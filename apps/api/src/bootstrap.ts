@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
 import type { NestApplicationOptions } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { AppError, openAIError } from '@app/common';
-import type { AppConfig } from '@app/common';
+import { AppError, LOGGER, openAIError } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
 import { installAuthHook } from './auth/auth.hook';
+import { sendError } from './common/all-exceptions.filter';
 import { readBody } from './common/request-body';
 import { routeFamily } from './common/route-family';
 import { MetricsService } from './metrics/metrics.service';
@@ -35,6 +38,27 @@ function tooDeep(value: unknown): boolean {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+const UNKNOWN_URL = 'Unknown request URL. Please check the URL and method.';
+const isAdminPath = (url: string) => url === '/admin' || url.startsWith('/admin/') || url.startsWith('/admin?');
+
+/**
+ * With ADMIN_PORT set, the admin listener: a second HTTP server on ADMIN_HOST:ADMIN_PORT whose
+ * requests the same Fastify instance handles (an onRequest hook keeps /admin there and only there).
+ * Null without ADMIN_PORT.
+ */
+export async function listenAdmin(app: NestFastifyApplication, config: AppConfig): Promise<Server | null> {
+  if (config.ADMIN_PORT === undefined) {
+    return null;
+  }
+  const fastify = app.getHttpAdapter().getInstance();
+  const server = createServer((req, res) => fastify.server.emit('request', req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.ADMIN_PORT, config.ADMIN_HOST, () => resolve());
+  });
+  return server;
+}
 
 /** Options of the Nest application: body parsing is ours (see configureApiApp), the same for every content type. */
 export const API_APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
@@ -69,6 +93,19 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
+  if (config.ADMIN_PORT !== undefined) {
+    // /admin only on the admin listener, and nothing else there: the public port does not even say
+    // that an admin API exists (404 unknown_url, before any credential is looked at).
+    const logger = app.get<Logger>(LOGGER);
+    const adminPort = config.ADMIN_PORT;
+    fastify.addHook('onRequest', async (request, reply) => {
+      const onAdminPort = request.raw.socket?.localPort === adminPort;
+      if (isAdminPath(request.url) !== onAdminPort) {
+        sendError(reply, request, new AppError('unknown_url', UNKNOWN_URL), logger);
+        return reply;
+      }
+    });
+  }
   installAuthHook(app, config);
   // Errors raised by Fastify itself (unparseable JSON, body too large) reach AllExceptionsFilter through
   // Nest's own Fastify error handler, as HttpExceptions (see common/error-body.ts).

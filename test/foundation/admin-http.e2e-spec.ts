@@ -83,6 +83,7 @@ describe('admin HTTP API', () => {
       id: org.org.id,
       name: org.org.name,
       limits: { rpm: 60, concurrency: 2, max_queued: null },
+      network: true,
     });
     // Fields left out keep their value; null removes a limit.
     const cleared = await admin('PATCH', path, { concurrency: null, max_queued: 5 });
@@ -246,6 +247,54 @@ describe('admin HTTP API', () => {
     assert.ok((await db().device.findUniqueOrThrow({ where: { id: network.body.id } })).revokedAt);
   });
 
+  test('PATCH /admin/orgs/{org} {"network": false} keeps the org off the network; the org list shows it', async () => {
+    const org = await createTenant([]);
+    const path = `/admin/orgs/${org.org.name}`;
+    const off = await admin('PATCH', path, { network: false });
+    assert.equal(off.status, 200, off.text);
+    assert.equal(off.body.network, false);
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: org.org.id } })).network, false);
+    const entry = (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
+    assert.equal(entry.network, false);
+    assert.equal(entry.limits.rpm, null, 'the limits are untouched');
+    const bad = await admin('PATCH', path, { network: 'no' });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.body.error.param, 'network');
+    assert.equal((await admin('PATCH', path, { network: true })).body.network, true);
+  });
+
+  test('devices: restricted to listed models at creation or with PATCH /admin/devices/{id}, and back to any', async () => {
+    const listed = await admin('POST', '/admin/devices', { name: uniq('dev-listed'), models: [catalogModel] });
+    assert.equal(listed.status, 201, listed.text);
+    expect(listed.body.models).toEqual([catalogModel]);
+    const unknown = await admin('POST', '/admin/devices', { name: uniq('dev-bad'), models: ['no/such-model'] });
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.equal(unknown.body.error.code, 'model_not_found');
+    assert.equal(unknown.body.error.param, 'models');
+
+    const plain = await admin('POST', '/admin/devices', { name: uniq('dev-any') });
+    assert.equal(plain.body.models, null);
+    const set = await admin('PATCH', `/admin/devices/${plain.body.id}`, { models: [catalogModel] });
+    assert.equal(set.status, 200, set.text);
+    expect(set.body).toEqual({ id: plain.body.id, name: plain.body.name, models: [catalogModel] });
+    const entry = (await admin('GET', '/admin/devices')).body.data.find((d: { id: string }) => d.id === plain.body.id);
+    expect(entry.models).toEqual([catalogModel]);
+    const row = await db().device.findUniqueOrThrow({ where: { id: plain.body.id } });
+    assert.equal(row.modelsRestricted, true);
+
+    const cleared = await admin('PATCH', `/admin/devices/${plain.body.id}`, { models: null });
+    assert.equal(cleared.status, 200, cleared.text);
+    assert.equal(cleared.body.models, null);
+    assert.equal(await db().deviceModel.count({ where: { deviceId: plain.body.id } }), 0);
+    for (const body of [{}, { models: [] }, { models: 'all' }]) {
+      const res = await admin('PATCH', `/admin/devices/${plain.body.id}`, body);
+      assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
+    }
+    const missing = await admin('PATCH', '/admin/devices/00000000-0000-4000-8000-000000000000', { models: null });
+    assert.equal(missing.status, 404, missing.text);
+    assert.equal(missing.body.error.code, 'device_not_found');
+  });
+
   test('GET /admin/tasks/{task_address} shows a task record', async () => {
     const task = await insertTask(tenant.org.id, catalogModel);
     const res = await admin('GET', `/admin/tasks/${task.address}`);
@@ -278,6 +327,7 @@ describe('admin HTTP API', () => {
       ['GET', '/admin/devices'],
       ['POST', '/admin/devices', { name: newDevice }],
       ['DELETE', `/admin/devices/${randomUUID()}`],
+      ['PATCH', `/admin/devices/${randomUUID()}`, { models: null }],
       ['GET', `/admin/tasks/network:${randomUUID()}`],
     ];
     const keysBefore = await keyCount(tenant.org.id);

@@ -138,7 +138,11 @@ describe('OpenAPI document', () => {
     await asAdmin('PUT', '/admin/orgs/{org}/models/{model}', path);
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);
     const device = await asAdmin('POST', '/admin/devices', '/admin/devices', { name: 'doc-device', org: name });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [id] });
     await asAdmin('GET', '/admin/devices', '/admin/devices');
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: null });
+    await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: ['no/such'] });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { network: false });
     await asAdmin('DELETE', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/${taskAddress}`);
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);

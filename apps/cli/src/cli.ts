@@ -30,6 +30,7 @@ function buildProgram(io: CliIo, run: Run) {
     .showHelpAfterError()
     .exitOverride();
 
+  const modelList = (value: string) => value.split(',').map((m) => m.trim());
   const positiveInt = (value: string) => {
     if (!/^[1-9][0-9]*$/.test(value)) {
       throw new InvalidArgumentError('must be a positive integer');
@@ -65,6 +66,16 @@ function buildProgram(io: CliIo, run: Run) {
         }),
       ),
     );
+
+  org
+    .command('network <name> <on|off>')
+    .description("whether the organization's prompts may go to the shared network (network devices)")
+    .action((name: string, value: string) => {
+      if (value !== 'on' && value !== 'off') {
+        throw new AppError('invalid_request', `network must be 'on' or 'off', not '${value}'`, 'network');
+      }
+      return admin((a) => a.orgs.setLimits(name, { network: value === 'on' }));
+    });
 
   const key = program.command('key').description('API keys of an organization');
   key
@@ -124,11 +135,23 @@ function buildProgram(io: CliIo, run: Run) {
     .command('create <name>')
     .description('register a device; without --org it serves the shared network')
     .option('--org <org-name>', 'organization whose own (direct) device this is')
-    .action((name: string, opts: { org?: string }) =>
-      admin((a) => a.devices.create(name, opts.org), {
+    .option('--models <a,b>', 'the only catalog models it may serve (comma-separated)', modelList)
+    .action((name: string, opts: { org?: string; models?: string[] }) =>
+      admin((a) => a.devices.create(name, opts.org, opts.models), {
         note: 'Store this token now: it is not shown again.',
       }),
     );
+  device
+    .command('models <device-id>')
+    .description('restrict a device to listed models (--set), or lift the restriction (--clear)')
+    .option('--set <a,b>', 'the only catalog models it may serve (comma-separated)', modelList)
+    .option('--clear', 'any model it may otherwise serve')
+    .action((id: string, opts: { set?: string[]; clear?: boolean }) => {
+      if ((opts.set === undefined) === (opts.clear === undefined)) {
+        throw new AppError('invalid_request', 'give either --set <models> or --clear', 'models');
+      }
+      return admin((a) => a.devices.setModels(id, opts.set ?? null));
+    });
   device
     .command('list')
     .description('list devices')

@@ -7,6 +7,7 @@ import {
   createDeviceBody,
   createKeyBody,
   createOrgBody,
+  deviceModelsBody,
   limitsBody,
   rotateKeyBody,
 } from './admin.schemas';
@@ -36,7 +37,7 @@ export class AdminController {
     return this.admin.orgs.create(parseInput(createOrgBody, body ?? {}).name);
   }
 
-  /** Sets limits: a number, or null to remove one; fields left out keep their value. */
+  /** Sets limits (a number, or null to remove one) and the network flag; fields left out keep their value. */
   @Patch('orgs/:org')
   setLimits(@Param('org') org: string, @Body() body: unknown) {
     const input = parseInput(limitsBody, body ?? {});
@@ -44,6 +45,7 @@ export class AdminController {
       rpm: input.rpm,
       concurrency: input.concurrency,
       maxQueued: input.max_queued,
+      network: input.network,
     });
   }
 
@@ -99,7 +101,13 @@ export class AdminController {
   @Post('devices')
   createDevice(@Body() body: unknown) {
     const input = parseInput(createDeviceBody, body ?? {});
-    return this.admin.devices.create(input.name, input.org);
+    return this.admin.devices.create(input.name, input.org, input.models);
+  }
+
+  /** Restricts a device to listed models, or with `"models": null` lifts the restriction. */
+  @Patch('devices/:id')
+  setDeviceModels(@Param('id') id: string, @Body() body: unknown) {
+    return this.admin.devices.setModels(id, parseInput(deviceModelsBody, body ?? {}).models);
   }
 
   @Delete('devices/:id')

@@ -15,6 +15,10 @@ export const limitsBody = z.strictObject({
   rpm: limit('Requests per minute'),
   concurrency: limit('Requests at once'),
   max_queued: limit('Queued requests per model'),
+  network: z
+    .boolean()
+    .optional()
+    .describe('Whether the organization’s prompts may go to the shared network (network devices); default true'),
 });
 export const createKeyBody = z.strictObject({
   label: z.string().optional().describe('1-100 characters'),
@@ -34,4 +38,15 @@ export const addModelBody = z.strictObject({
 export const createDeviceBody = z.strictObject({
   name: z.string().describe('1-64 characters'),
   org: z.string().optional().describe('The organization of a direct device; none registers a network device'),
+  models: z
+    .array(z.string())
+    .nullable()
+    .optional()
+    .describe('The only catalog models the device may serve; null or left out: any it may otherwise serve'),
+});
+export const deviceModelsBody = z.strictObject({
+  models: z
+    .array(z.string())
+    .nullable()
+    .describe('The only catalog models the device may serve (1-1000), or null to lift the restriction'),
 });

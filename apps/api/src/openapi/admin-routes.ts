@@ -4,6 +4,7 @@ import {
   createDeviceBody,
   createKeyBody,
   createOrgBody,
+  deviceModelsBody,
   limitsBody,
   rotateKeyBody,
 } from '../admin/admin.schemas';
@@ -37,7 +38,7 @@ export const ADMIN_ROUTES: RouteDoc[] = [
   {
     method: 'patch',
     path: '/admin/orgs/{org}',
-    summary: 'Set an organization’s limits',
+    summary: 'Set an organization’s limits and whether its prompts may go to the network',
     tag: 'Admin',
     auth: 'admin',
     params: { org: ORG },
@@ -143,6 +144,17 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     auth: 'admin',
     body: { schema: createDeviceBody, required: true },
     ok: { status: 201, description: 'Registered', json: admin.deviceCreated },
+    errors: [400, 404],
+  },
+  {
+    method: 'patch',
+    path: '/admin/devices/{id}',
+    summary: 'Restrict a device to listed models, or lift the restriction',
+    tag: 'Admin',
+    auth: 'admin',
+    params: { id: 'The device’s id' },
+    body: { schema: deviceModelsBody, required: true },
+    ok: { status: 200, description: 'The device’s list', json: admin.deviceModelsSet },
     errors: [400, 404],
   },
   {

@@ -24,6 +24,7 @@ export const orgEntry = named(
     name: z.string(),
     created_at: iso,
     limits,
+    network: z.boolean().describe('Whether its prompts may go to the shared network'),
     active_keys: z.number().int(),
     models: z.number().int(),
     devices: z.number().int(),
@@ -32,8 +33,8 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', list(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s limits after the change (null: unlimited).',
-  z.strictObject({ id: uuid, name: z.string(), limits }),
+  'An organization’s limits (null: unlimited) and network flag after the change.',
+  z.strictObject({ id: uuid, name: z.string(), limits, network: z.boolean() }),
 );
 
 const keyFields = {
@@ -93,10 +94,27 @@ export const enablement = named(
 );
 
 const pool = z.enum(['direct', 'network']);
+const deviceModels = z
+  .array(z.string())
+  .nullable()
+  .describe('The only models the device may serve; null: any it may otherwise serve');
 export const deviceCreated = named(
   'DeviceCreated',
   'A registered device, with its token (shown this once).',
-  z.strictObject({ id: uuid, token: z.string(), name: z.string(), org: z.string().nullable(), pool, created_at: iso }),
+  z.strictObject({
+    id: uuid,
+    token: z.string(),
+    name: z.string(),
+    org: z.string().nullable(),
+    pool,
+    models: deviceModels,
+    created_at: iso,
+  }),
+);
+export const deviceModelsSet = named(
+  'DeviceModels',
+  'A device’s list of the models it may serve after the change.',
+  z.strictObject({ id: uuid, name: z.string(), models: deviceModels }),
 );
 export const deviceList = named(
   'DeviceList',
@@ -108,6 +126,7 @@ export const deviceList = named(
       org: z.string().nullable(),
       pool,
       token_prefix: z.string(),
+      models: deviceModels,
       status: z.enum(['active', 'revoked']),
       created_at: iso,
       last_seen_at: iso.nullable(),

@@ -8,6 +8,8 @@ export interface LimitsInput {
   rpm?: number | null;
   concurrency?: number | null;
   maxQueued?: number | null;
+  /** Whether the org's prompts may go to the shared network (network devices). */
+  network?: boolean;
 }
 
 /** An organization row as the admin services read it. */
@@ -18,6 +20,7 @@ export interface OrgRow {
   rpm_limit: number | null;
   concurrency_limit: number | null;
   max_queued: number | null;
+  network: boolean;
 }
 
 const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
@@ -62,7 +65,7 @@ export class AdminOrgsService {
 
   /** Sets an org's limits (requests per minute, concurrent requests, queued jobs per model). */
   async setLimits(orgName: string, input: LimitsInput) {
-    const changes: [string, number | null][] = [];
+    const changes: [string, number | boolean | null][] = [];
     if (input.rpm !== undefined) {
       changes.push(['rpm_limit', check(limitSchema, input.rpm, 'rpm')]);
     }
@@ -72,6 +75,9 @@ export class AdminOrgsService {
     if (input.maxQueued !== undefined) {
       changes.push(['max_queued', check(limitSchema, input.maxQueued, 'max_queued')]);
     }
+    if (input.network !== undefined) {
+      changes.push(['network', check(z.boolean(), input.network, 'network')]);
+    }
     const org = await findOrgByName(this.sql, orgName);
     const set = changes.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     const [row] = changes.length
@@ -80,7 +86,7 @@ export class AdminOrgsService {
           ...changes.map(([, value]) => value),
         ])
       : [org];
-    return { id: row.id, name: row.name, limits: limitsJson(row) };
+    return { id: row.id, name: row.name, limits: limitsJson(row), network: row.network };
   }
 
   async list() {
@@ -97,6 +103,7 @@ export class AdminOrgsService {
       name: o.name,
       created_at: iso(o.created_at),
       limits: limitsJson(o),
+      network: o.network,
       active_keys: Number(o.active_keys),
       models: Number(o.models),
       devices: Number(o.devices),

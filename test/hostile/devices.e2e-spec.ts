@@ -3,6 +3,7 @@ import type { Socket } from 'socket.io-client';
 import { PROTOCOL_VERSION, createRedis } from '@app/common';
 import type { Redis } from 'ioredis';
 import {
+  cli,
   closeDb,
   createDevice,
   createTenant,
@@ -20,6 +21,7 @@ import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
 import {
   RedisServer,
+  adminAuth,
   assertOpenAIError,
   bearer,
   chatBody,
@@ -76,7 +78,8 @@ describe('hostile devices', () => {
     [api, dispatcher] = await Promise.all([startApi(env), startDispatcher(env)]);
     orgA = await createTenant([privateA]);
     orgB = await createTenant([calm, served]);
-    await db().organization.update({ where: { id: orgA.org.id }, data: { network: false } });
+    // As an operator does it.
+    assert.equal((await cli(['org', 'network', orgA.org.name, 'off'])).code, 0);
     const calmDevice = await createDevice();
     calmToken = calmDevice.token;
     procs.push(
@@ -194,8 +197,11 @@ describe('hostile devices', () => {
 
     // A device an admin restricted to a list: nothing else.
     const listed = await device();
-    await db().device.update({ where: { id: listed.id }, data: { modelsRestricted: true } });
-    await db().deviceModel.create({ data: { deviceId: listed.id, modelId: served } });
+    const restrict = await http('PATCH', `${api.url}/admin/devices/${listed.id}`, {
+      headers: adminAuth,
+      body: { models: [served] },
+    });
+    assert.equal(restrict.status, 200, restrict.text);
     expect(await announce(listed.socket, announcePayload([served, calm]))).toEqual({
       ok: true,
       device_id: listed.id,
@@ -203,6 +209,9 @@ describe('hostile devices', () => {
       models: [served],
       refused: [{ model: calm, reason: 'not_allowed' }],
     });
+    // Lifting the restriction: the next announce may serve the rest again.
+    await http('PATCH', `${api.url}/admin/devices/${listed.id}`, { headers: adminAuth, body: { models: null } });
+    expect((await announce(listed.socket, announcePayload([served, calm]))).models).toEqual([served, calm]);
     // Refused models got no presence: a request for them never waits for these devices.
     const online = await probe.keys(`*${junk}*`);
     expect(online).toEqual([]);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { cli, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import { cli, closeDb, createDevice, createTenant, db, http, recordsWritten, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   adminAuth,
@@ -69,7 +69,11 @@ describe('limits and request caps', () => {
   const chat = (api: Api, key: string, model: string, content = 'hello', extra: Record<string, unknown> = {}) =>
     http('POST', `${api.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(model, content, extra) });
 
-  const taskCount = (orgId: string) => db().task.count({ where: { orgId } });
+  /** Task rows are written behind their transitions: count once every transition so far is in Postgres. */
+  const taskCount = async (orgId: string) => {
+    await recordsWritten();
+    return db().task.count({ where: { orgId } });
+  };
 
   async function setLimits(org: string, limits: Record<string, number | null>) {
     const res = await http('PATCH', `${apiA.url}/admin/orgs/${org}`, { headers: adminAuth, body: limits });
@@ -430,7 +434,12 @@ describe('limits and request caps', () => {
       const url = `${apiA.url}/admin/orgs/${org.name}`;
       const set = await http('PATCH', url, { headers: adminAuth, body: { rpm: 10, concurrency: 3, max_queued: 4 } });
       assert.equal(set.status, 200, set.text);
-      expect(set.body).toEqual({ id: org.id, name: org.name, limits: { rpm: 10, concurrency: 3, max_queued: 4 } });
+      expect(set.body).toEqual({
+        id: org.id,
+        name: org.name,
+        limits: { rpm: 10, concurrency: 3, max_queued: 4 },
+        network: true,
+      });
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });
       expect(partial.body.limits).toEqual({ rpm: 10, concurrency: null, max_queued: 4 });
       const empty = await http('PATCH', url, { headers: adminAuth, body: {} });

@@ -8,6 +8,7 @@ import {
   createTenant,
   db,
   freePort,
+  recordsWritten,
   startApi,
   startDevice,
   startDispatcher,
@@ -52,7 +53,11 @@ describe('hostile clients', () => {
     await closeDb();
   });
 
-  const taskCount = () => db().task.count({ where: { orgId: tenant.org.id } });
+  /** Task rows are written behind: count once every transition so far is in Postgres. */
+  const taskCount = async () => {
+    await recordsWritten();
+    return db().task.count({ where: { orgId: tenant.org.id } });
+  };
 
   it('an API key in the URL query or in the JSON body is not a credential: 401, nothing served', async () => {
     // An address per request: more failures than AUTH_FAILURES_PER_MINUTE would turn into 429s.

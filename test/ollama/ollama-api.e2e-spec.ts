@@ -11,6 +11,7 @@ import {
   startDispatcher,
   uniq,
   waitTerminal,
+  recordsWritten,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 
@@ -148,6 +149,8 @@ describe('Ollama-compatible API', () => {
   });
 
   it('errors are {"error": "..."} with the OpenAI routes’ status codes, and write nothing', async () => {
+    // Rows of earlier requests are written behind: count once they are all in.
+    await recordsWritten();
     const before = await db().task.count({ where: { orgId: tenant.org.id } });
     const cases: [unknown, number, string | null][] = [
       [{ messages: [{ role: 'user', content: 'x' }] }, 400, null],
@@ -187,6 +190,7 @@ describe('Ollama-compatible API', () => {
     const unknown = await http('GET', `${api.url}/api/ps`);
     assert.equal(unknown.status, 404);
     assert.equal(typeof unknown.body.error, 'string');
+    await recordsWritten();
     assert.equal(await db().task.count({ where: { orgId: tenant.org.id } }), before);
   });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
-import { cli, cliProcess, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
+import { cli, cliProcess, closeDb, createTenant, db, ensureCatalog, http, startApi, uniq } from '../support/stack';
 import type { Api, CliResult, Tenant } from '../support/stack';
 import {
   API_KEY_FORMAT,
@@ -247,6 +247,40 @@ describe('admin CLI', () => {
     expect(none.body).toEqual({ object: 'list', data: [] });
     // Disabling is per organization: the catalog keeps the models.
     assert.equal(await db().model.count({ where: { id: { in: [modelA, modelB] } } }), 2);
+  });
+
+  test('org network on|off, device create --models, device models --set|--clear', async () => {
+    const { id: orgId, name: org } = await newOrg();
+    const off = okJson(await cli(['--json', 'org', 'network', org, 'off']), 'org network off');
+    assert.equal(off.network, false);
+    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).network, false);
+    const on = humanRecord(ok(await cli(['org', 'network', org, 'on']), 'org network on'));
+    assert.equal(on.network, 'true');
+    const bad = await cli(['org', 'network', org, 'maybe']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /network must be 'on' or 'off'/);
+
+    const [a, b] = [uniq('cli-list-a'), uniq('cli-list-b')];
+    await ensureCatalog([a, b]);
+    const created = okJson(
+      await cli(['--json', 'device', 'create', uniq('cli-dev'), '--models', `${b},${a}`]),
+      'create',
+    );
+    expect(created.models).toEqual([a, b].sort());
+    const set = humanRecord(ok(await cli(['device', 'models', created.id, '--set', a]), 'device models --set'));
+    assert.equal(set.models, a);
+    expect(await db().deviceModel.findMany({ where: { deviceId: created.id }, select: { modelId: true } })).toEqual([
+      { modelId: a },
+    ]);
+    const cleared = okJson(await cli(['--json', 'device', 'models', created.id, '--clear']), 'device models --clear');
+    assert.equal(cleared.models, null);
+    assert.equal((await db().device.findUniqueOrThrow({ where: { id: created.id } })).modelsRestricted, false);
+    const neither = await cli(['device', 'models', created.id]);
+    assert.equal(neither.code, 1);
+    assert.match(neither.stderr, /--set <models> or --clear/);
+    const unknown = await cli(['device', 'create', uniq('cli-dev'), '--models', 'no/such-model']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /model 'no\/such-model' does not exist \(model_not_found\)/);
   });
 
   test('device create, device list and device revoke', async () => {

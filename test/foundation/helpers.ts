@@ -120,8 +120,8 @@ export async function stopApis(...apis: (Api | undefined)[]): Promise<void> {
 /**
  * A loopback address of its own (127.x.y.z) for a suite's client requests. The api counts failed
  * authentications per client address (30 a minute, in Redis, across every api of the test run) and
- * then refuses even valid keys from that address; a suite that provokes 401s on purpose uses an
- * address of its own so that it neither suffers from nor causes another suite's 429s.
+ * then answers failing keys from that address with 429; a suite that provokes 401s on purpose uses
+ * an address of its own so that it neither suffers from nor causes another suite's 429s.
  */
 export function loopbackAddress(): string {
   const b = randomBytes(3);

@@ -9,6 +9,7 @@ import type { AppConfig, Logger } from '@app/common';
 import { installAuthHook } from './auth/auth.hook';
 import { ListenerFactory, isAdminSurface, isProbe, onAdminListener } from './common/admin-listener';
 import { sendError } from './common/all-exceptions.filter';
+import { readBody } from './common/request-body';
 import { routeFamily } from './common/route-family';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -88,10 +89,18 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   const json = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
   const utf8 = new TextDecoder('utf-8', { fatal: true });
-  fastify.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: config.BODY_LIMIT_BYTES }, (req, body, done) => {
+  // The body is read by readBody, not Fastify's parser: a body over the limit is read on (up to a
+  // bound) and dropped before the 413, so that a client still sending receives it.
+  fastify.addContentTypeParser('*', (req, payload, done) => {
+    readBody(payload, Number(req.headers['content-length']), config.BODY_LIMIT_BYTES).then(
+      (body) => parse(req, body, done),
+      (error: Error) => done(error, undefined),
+    );
+  });
+  const parse = (req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: unknown) => void) => {
     let text: string;
     try {
-      text = utf8.decode(body as Buffer);
+      text = utf8.decode(body);
     } catch {
       done(new AppError('invalid_json', 'The request body is not valid UTF-8 (JSON must be).'), undefined);
       return;
@@ -112,7 +121,7 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
         done(null, value);
       }
     });
-  });
+  };
   const metrics = app.get(MetricsService);
   fastify.addHook('onResponse', async (request, reply) => {
     metrics.httpRequests.inc({

@@ -34,3 +34,4 @@ export * from './usage/usage.service';
 export * from './usage/usage-fold';
 export * from './usage/task-usage-source';
 export * from './live/live-state';
+export * from './health/readiness';

@@ -224,4 +224,18 @@ describe('device gateway (dispatcher)', () => {
     expect([row.status, row.errorCode]).toEqual(['failed', 'device_protocol_error']);
     expect(fake.cancels).toContain(a.task_address);
   });
+
+  it('events of unknown names count as invalid: DEVICE_MAX_INVALID_EVENTS of them disconnect the device', async () => {
+    const { token } = await createDevice();
+    const fake = await FakeDevice.connect(dispatcher.url, token, []);
+    devices.push(fake);
+    const gone = new Promise<string>((resolve) => fake.socket.once('disconnect', resolve));
+    // 20 is the default of DEVICE_MAX_INVALID_EVENTS.
+    for (let i = 0; i < 20; i++) {
+      fake.socket.emit(i % 2 ? 'no:such:event' : '__proto__', { i });
+    }
+    expect(await gone).toBe('io server disconnect');
+    const metrics = (await http('GET', `${dispatcher.url}/metrics`)).text;
+    expect(metrics).toMatch(/switchyard_device_invalid_events_total\{[^}]*reason="unknown_event"[^}]*\} [1-9]/);
+  });
 });

@@ -39,11 +39,12 @@ export const ollamaError = named(
 );
 
 export const health = named('Health', 'The process is up.', z.strictObject({ status: z.literal('ok') }));
-const checks = z.strictObject({ postgres: z.string(), redis: z.string() });
+const check = z.enum(['ok', 'unreachable']);
+const checks = z.strictObject({ postgres: check, redis: check });
 export const ready = named('Ready', 'Postgres and Redis answer.', z.strictObject({ status: z.literal('ok'), checks }));
 export const notReady = named(
   'NotReady',
-  'A dependency does not answer: the error names it; `checks` says `ok` or `unreachable: …` for each.',
+  'A dependency does not answer: the error names it (and nothing else about it); `checks` says `ok` or `unreachable` for each.',
   z.strictObject({ error: errorBody.shape.error, checks }),
 );
 

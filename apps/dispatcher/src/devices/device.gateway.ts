@@ -37,6 +37,13 @@ import { PresenceService } from './presence.service';
  * answered within the rest of DEVICE_INACTIVITY_MS (frozen, network gone).
  */
 const PING_INTERVAL_MS = 5_000;
+/** The events a device may send; any other name is an invalid event. */
+const INBOUND_EVENTS = new Set<unknown>([
+  DEVICE_EVENTS.announce,
+  DEVICE_EVENTS.delta,
+  DEVICE_EVENTS.done,
+  DEVICE_EVENTS.error,
+]);
 /** The window over which a device's invalid events are counted against DEVICE_MAX_INVALID_EVENTS. */
 const STRIKE_WINDOW_MS = 60_000;
 
@@ -123,11 +130,20 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     socket.use(([event, raw], next) => {
       const size = bytes;
       bytes = 0;
-      if (budget.take(size)) {
-        next();
+      if (!budget.take(size)) {
+        this.refuse(session, event, raw, 'over_budget');
         return;
       }
-      this.refuse(session, event, raw, 'over_budget');
+      if (!INBOUND_EVENTS.has(event)) {
+        // No handler would see it: without this it would cost the device nothing to send forever.
+        this.logger.warn(
+          { deviceId: session.id, event: String(event).slice(0, 64), reason: 'unknown_event' },
+          'invalid event from device: ignored',
+        );
+        this.strike(session, 'unknown_event');
+        return;
+      }
+      next();
     });
 
     socket.on(DEVICE_EVENTS.announce, (raw, ack) => void this.onAnnounce(session, raw, ack));

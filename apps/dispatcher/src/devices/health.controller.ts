@@ -1,13 +1,36 @@
-import { Controller, Get } from '@nestjs/common';
-import { DeviceRegistry } from '../devices/device-registry.service';
+import { Controller, Get, Inject, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import type { Redis } from 'ioredis';
+import { LOGGER, PgService, readiness } from '@app/common';
+import type { Logger } from '@app/common';
+import { REDIS } from '../infra/redis.providers';
+import { DeviceRegistry } from './device-registry.service';
 
 @Controller()
 export class HealthController {
-  constructor(private readonly registry: DeviceRegistry) {}
+  constructor(
+    private readonly registry: DeviceRegistry,
+    private readonly db: PgService,
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
 
   /** The process is up; how many devices it holds. */
   @Get('healthz')
   health() {
     return { status: 'ok', devices: this.registry.size };
+  }
+
+  /** Postgres and Redis answer; 503 naming the one that does not (the details go to the log). */
+  @Get('readyz')
+  async ready(@Res({ passthrough: true }) reply: FastifyReply) {
+    const { ready, body } = await readiness(
+      { postgres: () => this.db.sql('SELECT 1'), redis: () => this.redis.ping() },
+      this.logger,
+    );
+    if (!ready) {
+      void reply.code(503);
+    }
+    return body;
   }
 }

@@ -21,69 +21,75 @@ const url = (schemes: string[], fallback: string) =>
  * Every setting Switchyard reads from the environment, with its default. Parsed once at boot by
  * {@link loadConfig}; nothing else reads process.env.
  */
-export const configSchema = z.object({
-  DATABASE_URL: url(['postgresql:', 'postgres:'], 'postgresql://postgres@127.0.0.1:5432/switchyard'),
-  REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
-  API_PORT: port(8080),
-  DISPATCHER_PORT: port(8081),
-  /** Address the HTTP servers listen on. */
-  HOST: z.string().min(1).default('0.0.0.0'),
-  /** Bearer token for the admin HTTP API; when unset the admin API refuses every request. */
-  ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
-  /** When set, /admin is served only on this port (and ADMIN_HOST), not on API_PORT. */
-  ADMIN_PORT: z.coerce.number().int().min(1).max(65535).optional(),
-  ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
-  /** Behind a proxy: the client address comes from X-Forwarded-For (the proxy's own entry aside). */
-  TRUST_PROXY: z
-    .enum(['true', 'false', '1', '0'])
-    .default('false')
-    .transform((v) => v === 'true' || v === '1'),
-  /** Model used when a request names none; without it such a request gets 400 model_required. */
-  DEFAULT_MODEL: z.string().min(1).optional(),
-  /** How long a request may wait in its queue for a busy device before 503 queue_timeout. */
-  QUEUE_TIMEOUT_MS: positiveMs(60_000),
-  /** How long a device has to acknowledge an assignment before the job goes to another device. */
-  ASSIGN_ACK_TIMEOUT_MS: positiveMs(5_000),
-  /** A device that sends nothing (not even a heartbeat) for this long is considered gone. */
-  DEVICE_INACTIVITY_MS: positiveMs(15_000),
-  /** A task a device holds that produces no event for this long is ended (its dispatcher is gone). */
-  TASK_IDLE_TIMEOUT_MS: positiveMs(120_000),
-  /** A request (queue wait included) that has not finished after this long is ended with 504 stream_timeout. */
-  MAX_STREAM_MS: positiveMs(600_000),
-  /** Request caps: messages per request, and characters of text across them. */
-  MAX_MESSAGES: z.coerce.number().int().min(1).default(1_000),
-  MAX_INPUT_CHARS: z.coerce.number().int().min(1).default(1_000_000),
-  /** Request bodies above this many bytes are refused with 413. */
-  BODY_LIMIT_BYTES: z.coerce
-    .number()
-    .int()
-    .min(1_024)
-    .default(4 * 1024 * 1024),
-  /** On SIGTERM, how long in-flight requests (api) and tasks (dispatcher) may take to finish. */
-  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(30_000),
-  /** Failed authentications allowed per client address per minute before 429. */
-  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
-  /** Most models one device may announce; a longer list is refused whole. */
-  DEVICE_MAX_MODELS: z.coerce.number().int().min(1).max(1000).default(64),
-  /** Largest event a device may send; a larger one closes its connection (its task is handled as a drop). */
-  DEVICE_MAX_EVENT_BYTES: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .default(256 * 1024),
-  /** Each device's budget: events and bytes per second (bursts of one second's worth). */
-  DEVICE_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).default(2_000),
-  DEVICE_MAX_BYTES_PER_SECOND: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .default(4 * 1024 * 1024),
-  /** A device that sends this many invalid, foreign or over-budget events is disconnected. */
-  DEVICE_MAX_INVALID_EVENTS: z.coerce.number().int().min(1).default(20),
-  /** How many devices may try a job before it fails (a device that drops before the first token). */
-  MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-});
+export const configSchema = z
+  .object({
+    DATABASE_URL: url(['postgresql:', 'postgres:'], 'postgresql://postgres@127.0.0.1:5432/switchyard'),
+    REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+    API_PORT: port(8080),
+    DISPATCHER_PORT: port(8081),
+    /** Address the HTTP servers listen on. */
+    HOST: z.string().min(1).default('0.0.0.0'),
+    /** Bearer token for the admin HTTP API; when unset the admin API refuses every request. */
+    ADMIN_TOKEN: z.string().min(32, 'must be at least 32 characters').optional(),
+    /** When set, /admin is served only on this port (and ADMIN_HOST), not on API_PORT. */
+    ADMIN_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+    ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
+    /** Behind a proxy: the client address comes from X-Forwarded-For (the proxy's own entry aside). */
+    TRUST_PROXY: z
+      .enum(['true', 'false', '1', '0'])
+      .default('false')
+      .transform((v) => v === 'true' || v === '1'),
+    /** Model used when a request names none; without it such a request gets 400 model_required. */
+    DEFAULT_MODEL: z.string().min(1).optional(),
+    /** How long a request may wait in its queue for a busy device before 503 queue_timeout. */
+    QUEUE_TIMEOUT_MS: positiveMs(60_000),
+    /** How long a device has to acknowledge an assignment before the job goes to another device. */
+    ASSIGN_ACK_TIMEOUT_MS: positiveMs(5_000),
+    /** A device that sends nothing (not even a heartbeat) for this long is considered gone. */
+    DEVICE_INACTIVITY_MS: positiveMs(15_000),
+    /** A task a device holds that produces no event for this long is ended (its dispatcher is gone). */
+    TASK_IDLE_TIMEOUT_MS: positiveMs(120_000),
+    /** A request (queue wait included) that has not finished after this long is ended with 504 stream_timeout. */
+    MAX_STREAM_MS: positiveMs(600_000),
+    /** Request caps: messages per request, and characters of text across them. */
+    MAX_MESSAGES: z.coerce.number().int().min(1).default(1_000),
+    MAX_INPUT_CHARS: z.coerce.number().int().min(1).default(1_000_000),
+    /** Request bodies above this many bytes are refused with 413. */
+    BODY_LIMIT_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1_024)
+      .default(4 * 1024 * 1024),
+    /** On SIGTERM, how long in-flight requests (api) and tasks (dispatcher) may take to finish. */
+    SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(30_000),
+    /** Failed authentications allowed per client address per minute before 429. */
+    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+    /** Most models one device may announce; a longer list is refused whole. */
+    DEVICE_MAX_MODELS: z.coerce.number().int().min(1).max(1000).default(64),
+    /** Largest event a device may send; a larger one closes its connection (its task is handled as a drop). */
+    DEVICE_MAX_EVENT_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(256 * 1024),
+    /** Each device's budget: events and bytes per second (bursts of one second's worth). */
+    DEVICE_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).default(2_000),
+    DEVICE_MAX_BYTES_PER_SECOND: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(4 * 1024 * 1024),
+    /** A device that sends this many invalid, foreign or over-budget events is disconnected. */
+    DEVICE_MAX_INVALID_EVENTS: z.coerce.number().int().min(1).default(20),
+    /** How many devices may try a job before it fails (a device that drops before the first token). */
+    MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  // One port cannot both serve /admin only and refuse it.
+  .refine((c) => c.ADMIN_PORT === undefined || c.ADMIN_PORT !== c.API_PORT, {
+    path: ['ADMIN_PORT'],
+    message: 'must differ from API_PORT',
+  });
 
 export type AppConfig = z.infer<typeof configSchema>;
 

@@ -1,0 +1,483 @@
+import assert from 'node:assert/strict';
+import type { Socket } from 'socket.io-client';
+import { PROTOCOL_VERSION, createRedis } from '@app/common';
+import type { Redis } from 'ioredis';
+import {
+  cli,
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  http,
+  sleep,
+  startApi,
+  startDevice,
+  startDispatcher,
+  uniq,
+  waitOnline,
+  within,
+} from '../support/stack';
+import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { FakeDevice } from '../support/fake-device';
+import {
+  RedisServer,
+  adminAuth,
+  assertOpenAIError,
+  bearer,
+  chatBody,
+  metricValue,
+  sha256,
+  waitTasks,
+} from '../reliability/helpers';
+import { Flood, announcePayload, connectDevice, handshake, median, timed, until } from './helpers';
+
+/** The defaults of docs/operations.md, which this suite runs with (a user's dispatcher). */
+const MAX_MODELS = 64;
+const MAX_EVENT_BYTES = 256 * 1024;
+const MAX_INVALID_EVENTS = 20;
+
+/**
+ * A device is untrusted. Hostile devices written on socket.io-client, with real device tokens, try
+ * what the agent never does: junk announces, models that are not theirs, oversized, forged and
+ * invalid events, floods. What each other party sees is asserted: the dispatcher's Redis connections
+ * and keys, another organization's latency, which prompts reach which device, what is stored.
+ *
+ * The stack has a redis-server of its own, so that CLIENT LIST and the key count are this suite's
+ * alone (other suites of the run share the run's Redis database).
+ */
+describe('hostile devices', () => {
+  let redis: RedisServer;
+  let probe: Redis;
+  let api: Api;
+  let dispatcher: Dispatcher;
+  const procs: Proc[] = [];
+  const sockets: Socket[] = [];
+  const fakes: FakeDevice[] = [];
+
+  /** Names no catalog has: a key, label or metric series with this marker is a leak. */
+  const junk = uniq('junk-model');
+  /** Enabled for org A only; org A keeps its prompts off the network. */
+  const privateA = uniq('private-a');
+  /** Org B's model served by a real (sim) agent: its latency is what a flood must not hurt. */
+  const calm = uniq('calm');
+  /** Org B's model served by a hostile device of the tests. */
+  const served = uniq('served');
+  let orgA: Tenant;
+  let orgB: Tenant;
+  let calmToken: string;
+
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+    probe = createRedis(redis.url);
+    const env = {
+      REDIS_URL: redis.url,
+      TASK_IDLE_TIMEOUT_MS: '5000',
+      ASSIGN_ACK_TIMEOUT_MS: '2000',
+      QUEUE_TIMEOUT_MS: '10000',
+    };
+    [api, dispatcher] = await Promise.all([startApi(env), startDispatcher(env)]);
+    orgA = await createTenant([privateA]);
+    orgB = await createTenant([calm, served]);
+    // As an operator does it.
+    assert.equal((await cli(['org', 'network', orgA.org.name, 'off'])).code, 0);
+    const calmDevice = await createDevice();
+    calmToken = calmDevice.token;
+    procs.push(
+      await startDevice(
+        dispatcher,
+        calmDevice.token,
+        // A request of org B takes about 450 ms, as a short answer of a real model does.
+        { models: [calm], ttftMs: 250, tokensPerSecond: 40, tokens: 8 },
+        { redisUrl: redis.url },
+      ),
+    );
+  });
+
+  afterAll(async () => {
+    sockets.forEach((s) => s.disconnect());
+    fakes.forEach((f) => f.close());
+    await Promise.all(procs.map((p) => p.stop('SIGKILL')));
+    await Promise.all([api, dispatcher].filter(Boolean).map((p) => p.proc.stop('SIGTERM', 3_000)));
+    probe?.disconnect();
+    await redis?.stop();
+    await closeDb();
+  });
+
+  const chat = (key: string, model: string, content: string, extra: Record<string, unknown> = {}) =>
+    http('POST', `${api.url}/v1/chat/completions`, { headers: bearer(key), body: chatBody(model, content, extra) });
+
+  async function device(orgName?: string): Promise<{ id: string; token: string; socket: Socket }> {
+    const created = await createDevice(orgName);
+    const socket = await connectDevice(dispatcher.url, created.token);
+    sockets.push(socket);
+    return { ...created, socket };
+  }
+
+  const announce = (socket: Socket, payload: unknown) => socket.timeout(10_000).emitWithAck('announce', payload);
+
+  /** The dispatcher's own Redis connections, by the names it gives them. */
+  async function dispatcherConnections(): Promise<number> {
+    const list = (await probe.client('LIST')) as string;
+    return list.split('\n').filter((line) => / name=switchyard-dispatcher/.test(line)).length;
+  }
+
+  async function metrics(): Promise<string> {
+    return (await http('GET', `${dispatcher.url}/metrics`)).text;
+  }
+
+  async function keysWith(marker: string): Promise<string[]> {
+    const found: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await probe.scan(cursor, 'MATCH', `*${marker}*`, 'COUNT', 1000);
+      cursor = next;
+      found.push(...batch);
+    } while (cursor !== '0');
+    return found;
+  }
+
+  it('sockets without a valid token are refused on every namespace, the root one included', async () => {
+    const spare = await createDevice();
+    const valid = { token: spare.token, protocol: PROTOCOL_VERSION };
+    for (const auth of [{}, { token: 'syd_' + 'A'.repeat(40), protocol: PROTOCOL_VERSION }, valid]) {
+      // Nothing is served on the root namespace, to anyone.
+      assert.equal(await handshake(dispatcher.url, '/', auth), 'invalid_device_token', JSON.stringify(auth));
+    }
+    assert.equal(await handshake(dispatcher.url, '/devices', {}), 'invalid_device_token');
+    assert.equal(
+      await handshake(dispatcher.url, '/devices', { token: orgA.key, protocol: PROTOCOL_VERSION }),
+      'invalid_device_token',
+    );
+    assert.equal(await handshake(dispatcher.url, '/admin', valid), 'Invalid namespace');
+    assert.match(
+      await handshake(dispatcher.url, '/devices', { token: spare.token, protocol: PROTOCOL_VERSION + 1 }),
+      /^unsupported_protocol/,
+    );
+    assert.equal(await handshake(dispatcher.url, '/devices', valid), 'connected');
+  });
+
+  it('junk announces are refused with a reason; a device serves only the models it may', async () => {
+    const net = await device();
+    // Payloads of the wrong shape: refused, the device stays connected.
+    for (const payload of [null, 'all', { models: 'all' }, { ...announcePayload([calm]), models: [''] }]) {
+      const ack = await announce(net.socket, payload);
+      expect(ack).toEqual({ ok: false, error: 'invalid announce payload' });
+    }
+    // More than DEVICE_MAX_MODELS: refused whole, even the good names in it.
+    const tooMany = [calm, ...Array.from({ length: MAX_MODELS }, (_, i) => `${junk}-${i}`)];
+    const whole = await announce(net.socket, announcePayload(tooMany));
+    assert.equal(whole.ok, false);
+    assert.match(whole.error, /at most 64/);
+
+    // Unknown names refused; a catalog model is a network device's to serve.
+    const mixed = await announce(net.socket, announcePayload([calm, `${junk}-x`, `${junk}-y`]));
+    expect(mixed).toEqual({
+      ok: true,
+      device_id: net.id,
+      pool: 'network',
+      models: [calm],
+      refused: [
+        { model: `${junk}-x`, reason: 'unknown_model' },
+        { model: `${junk}-y`, reason: 'unknown_model' },
+      ],
+    });
+
+    // A direct device of org B: only org B's enabled models.
+    const direct = await device(orgB.org.name);
+    expect(await announce(direct.socket, announcePayload([privateA, calm, `${junk}-z`]))).toEqual({
+      ok: true,
+      device_id: direct.id,
+      pool: 'direct',
+      models: [calm],
+      refused: [
+        { model: privateA, reason: 'not_enabled' },
+        { model: `${junk}-z`, reason: 'unknown_model' },
+      ],
+    });
+
+    // A device an admin restricted to a list: nothing else.
+    const listed = await device();
+    const restrict = await http('PATCH', `${api.url}/admin/devices/${listed.id}`, {
+      headers: adminAuth,
+      body: { models: [served] },
+    });
+    assert.equal(restrict.status, 200, restrict.text);
+    expect(await announce(listed.socket, announcePayload([served, calm]))).toEqual({
+      ok: true,
+      device_id: listed.id,
+      pool: 'network',
+      models: [served],
+      refused: [{ model: calm, reason: 'not_allowed' }],
+    });
+    // Lifting the restriction: the next announce may serve the rest again.
+    await http('PATCH', `${api.url}/admin/devices/${listed.id}`, { headers: adminAuth, body: { models: null } });
+    expect((await announce(listed.socket, announcePayload([served, calm]))).models).toEqual([served, calm]);
+    // Refused models got no presence: a request for them never waits for these devices.
+    const online = await probe.keys(`*${junk}*`);
+    expect(online).toEqual([]);
+    for (const d of [net, direct, listed]) {
+      d.socket.disconnect();
+    }
+  });
+
+  it('nothing reaches a device it must not: an org that keeps off the network never reaches a network device', async () => {
+    // A hostile network device claims org A's private model (a catalog model: it may announce it) …
+    const rogue = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [privateA]);
+    fakes.push(rogue);
+    // … while org A's own device serves it.
+    const own = await createDevice(orgA.org.name);
+    const ownProc = await startDevice(
+      dispatcher,
+      own.token,
+      { models: [privateA], tokens: 3 },
+      {
+        pool: orgA.org.id,
+        redisUrl: redis.url,
+      },
+    );
+    procs.push(ownProc);
+    for (let i = 0; i < 5; i++) {
+      const res = await chat(orgA.key, privateA, `org A's secret prompt ${i}`);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.mode, 'direct');
+    }
+    // Org A's device goes away: its requests wait for none of the network's devices.
+    await ownProc.stop('SIGKILL');
+    await until(
+      async () => (await chat(orgA.key, privateA, 'org A, no own device')).status === 503,
+      "org A's requests to find no device once its own is gone",
+    );
+    assertOpenAIError(await chat(orgA.key, privateA, 'org A, auto'), 503, 'no_device_available');
+    assertOpenAIError(
+      await chat(orgA.key, privateA, 'org A, network', { mode: 'network' }),
+      403,
+      'network_not_allowed',
+      'mode',
+    );
+    // Org B has no access to the model at all.
+    assertOpenAIError(await chat(orgB.key, privateA, 'org B'), 404, 'model_not_found', 'model');
+    await sleep(500);
+    expect(rogue.assignments).toEqual([]);
+    const rows = await db().task.findMany({ where: { modelId: privateA } });
+    assert.ok(rows.length >= 5);
+    assert.ok(
+      rows.every((r) => r.orgId === orgA.org.id && (r.deviceId === null || r.deviceId === own.id)),
+      JSON.stringify(rows.map((r) => [r.orgId, r.deviceId])),
+    );
+  });
+
+  it("the dispatcher's Redis connections and keys stay constant, whatever and however often devices announce", async () => {
+    const connectionsBefore = await dispatcherConnections();
+    const clientsBefore = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);
+    const keysBefore = await probe.dbsize();
+    assert.ok(connectionsBefore > 0, 'the dispatcher names its connections');
+
+    // 8 devices, 25 announces each of 64 new made-up names (12,800 names), and lists of 1,000 refused whole.
+    const hostile = await Promise.all(Array.from({ length: 8 }, () => device()));
+    let name = 0;
+    await Promise.all(
+      hostile.map(async (d) => {
+        for (let i = 0; i < 25; i++) {
+          const models = Array.from({ length: MAX_MODELS }, () => `${junk}-${name++}`);
+          const ack = await announce(d.socket, announcePayload(models));
+          assert.equal(ack.ok, true);
+          assert.equal(ack.refused.length, MAX_MODELS);
+        }
+        const huge = await announce(d.socket, announcePayload(Array.from({ length: 1000 }, (_, i) => `${junk}-h${i}`)));
+        assert.equal(huge.ok, false);
+      }),
+    );
+    const connectionsDuring = await dispatcherConnections();
+    for (const d of hostile) {
+      d.socket.disconnect();
+    }
+    await sleep(1_000);
+    const connectionsAfter = await dispatcherConnections();
+    const clientsAfter = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);
+    const keysAfter = await probe.dbsize();
+    process.stdout.write(
+      `hostile: dispatcher Redis connections ${connectionsBefore} before, ${connectionsDuring} after 200 announces ` +
+        `of 64 made-up names (+8 of 1,000), ${connectionsAfter} once the devices left; all clients ${clientsBefore} -> ` +
+        `${clientsAfter}; keys ${keysBefore} -> ${keysAfter}\n`,
+    );
+    assert.equal(connectionsDuring, connectionsBefore);
+    assert.equal(connectionsAfter, connectionsBefore);
+    assert.ok(clientsAfter <= clientsBefore, `Redis clients ${clientsBefore} -> ${clientsAfter}`);
+    // Nothing stored under, or counted by, a name the catalog does not have.
+    expect(await keysWith(junk)).toEqual([]);
+    assert.ok(keysAfter <= keysBefore + 2, `keys ${keysBefore} -> ${keysAfter}`);
+    assert.ok(!(await metrics()).includes(junk), 'a made-up model name became a metric label');
+  });
+
+  describe('events', () => {
+    let hostile: FakeDevice;
+
+    beforeEach(async () => {
+      hostile = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [served]);
+      fakes.push(hostile);
+    });
+
+    afterEach(() => hostile.close());
+
+    const gone = (socket: Socket) => new Promise<string>((resolve) => socket.once('disconnect', resolve));
+
+    it('an event over DEVICE_MAX_EVENT_BYTES closes the connection; its task fails explicitly', async () => {
+      const pending = chat(orgB.key, served, 'oversized');
+      const { task_address: address } = await hostile.nextAssignment();
+      hostile.delta(address, 0, 'partial');
+      const disconnected = gone(hostile.socket);
+      hostile.delta(address, 1, 'y'.repeat(MAX_EVENT_BYTES));
+      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'transport close');
+      assertOpenAIError(await pending, 502, 'device_disconnected');
+      const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'failed');
+      assert.equal(row.errorCode, 'device_disconnected');
+      assert.equal(row.outputSha256, sha256('partial'));
+    });
+
+    it(`${MAX_INVALID_EVENTS} invalid events disconnect the device; its task goes to another device (no output yet)`, async () => {
+      const pending = chat(orgB.key, served, 'invalid events');
+      const first = await hostile.nextAssignment();
+      const disconnected = gone(hostile.socket);
+      // Invalid events that name no task of its own (one that did would fail that task explicitly).
+      for (let i = 0; i < MAX_INVALID_EVENTS / 2; i++) {
+        hostile.socket.emit('task:delta', 'junk');
+        hostile.socket.emit('no:such:event', i);
+      }
+      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'io server disconnect');
+      const good = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [served]);
+      fakes.push(good);
+      const again = await good.nextAssignment();
+      assert.equal(again.task_address, first.task_address);
+      good.answer(again.task_address, ['fine']);
+      const res = await pending;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.choices[0].message.content, 'fine');
+      assert.match(dispatcher.proc.output, /too many invalid events: disconnecting/);
+      good.close();
+    });
+
+    it("forged events for another device's task are dropped: the victim gets its own answer, unchanged", async () => {
+      const victim = await chat(orgB.key, calm, 'a reference answer');
+      assert.equal(victim.status, 200, victim.text);
+      const reference = victim.body.choices[0].message.content;
+      const pending = chat(orgB.key, calm, 'a reference answer');
+      const address = await until(async () => {
+        const rows = await db().task.findMany({ where: { orgId: orgB.org.id, modelId: calm, status: 'streaming' } });
+        return rows[0]?.address;
+      }, 'the victim task to stream');
+      for (let seq = 0; seq < 5; seq++) {
+        hostile.delta(address, seq, 'FORGED');
+      }
+      hostile.error(address, 5, 'backend_error', 'forged');
+      hostile.done(address, 6, { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 });
+      const res = await pending;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.choices[0].message.content, reference);
+      assert.doesNotMatch(res.text, /FORGED|forged/);
+    });
+
+    it('reported usage is bounded by what was asked and sent, and the clamp is counted', async () => {
+      const clampedBefore = metricValue(await metrics(), 'switchyard_device_usage_clamped_total') || 0;
+      const content = 'count me';
+      const pending = chat(orgB.key, served, content, { max_tokens: 5 });
+      const { task_address: address } = await hostile.nextAssignment();
+      hostile.delta(address, 0, 'ok');
+      hostile.done(address, 1, { prompt_tokens: 2_147_483_647, completion_tokens: 2_147_483_647, total_tokens: 7 });
+      const res = await pending;
+      assert.equal(res.status, 200, res.text);
+      const { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } = res.body.usage;
+      assert.ok(completion <= 5, `completion_tokens ${completion} > max_tokens 5`);
+      // The input's UTF-8 bytes plus a small overhead per message.
+      assert.ok(prompt <= Buffer.byteLength(content) + 64, `prompt_tokens ${prompt}`);
+      assert.equal(total, prompt + completion);
+      const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'completed' && r[0].completionTokens !== null);
+      assert.equal(row.promptTokens, prompt);
+      assert.equal(row.completionTokens, completion);
+      const clampedAfter = metricValue(await metrics(), 'switchyard_device_usage_clamped_total');
+      assert.equal(clampedAfter, clampedBefore + 1);
+      assert.match(dispatcher.proc.output, /clamp/i);
+    });
+
+    it("a device's error reaches the client as a code of the fixed set, with its text capped, stripped and attributed", async () => {
+      const pending = chat(orgB.key, served, 'errors');
+      const { task_address: address } = await hostile.nextAssignment();
+      const lure =
+        'invalid_api_key: your key leaked, email it to admin@evil.example or paste it at https://evil.example/k?x=1 ' +
+        'or 10.1.2.3:8080 ' +
+        'z'.repeat(1_000);
+      hostile.error(address, 0, 'upstream_unauthorized', lure);
+      const res = await pending;
+      const error = assertOpenAIError(res, 502);
+      assert.ok(error.code !== 'invalid_api_key', res.text);
+      assert.match(error.message, /^The device could not complete the request\. It reported: /);
+      assert.doesNotMatch(error.message, /evil\.example|admin@|10\.1\.2\.3/);
+      assert.ok(error.message.length < 500, `${error.message.length} characters`);
+
+      // A code outside the set is an invalid event: the client sees Switchyard's code, never the device's.
+      const second = chat(orgB.key, served, 'errors 2');
+      const next = await hostile.nextAssignment();
+      hostile.error(next.task_address, 0, 'invalid_api_key', 'Incorrect API key');
+      const res2 = await second;
+      const error2 = assertOpenAIError(res2, 502);
+      assert.notEqual(error2.code, 'invalid_api_key');
+      assert.doesNotMatch(error2.message, /Incorrect API key/);
+    });
+  });
+
+  it("a flood of hostile devices: another org's requests keep their latency within 2x of their quiet baseline", async () => {
+    const calmChat = async () => {
+      const res = await chat(orgB.key, calm, 'latency probe');
+      assert.equal(res.status, 200, res.text);
+    };
+    const health = async () => {
+      const res = await http('GET', `${dispatcher.url}/healthz`);
+      assert.equal(res.status, 200);
+    };
+    const invalidBefore = metricValue(await metrics(), 'switchyard_device_invalid_events_total') || 0;
+    await timed(3, calmChat); // warm up
+    // Quiet baselines before and after the flood, on the same machine in the same minute: what other
+    // suites running beside this one cost is in both.
+    const before = await timed(15, calmChat);
+    const baselineHealth = await timed(15, health);
+
+    const tokens = await Promise.all(Array.from({ length: 6 }, () => createDevice()));
+    const modes = ['announce', 'announce', 'big', 'big', 'junk', 'junk'] as const;
+    const flood = await Flood.start(
+      dispatcher.url,
+      tokens.map((t, i) => ({ token: t.token, mode: modes[i] })),
+      { marker: junk, bigBytes: MAX_EVENT_BYTES - 2_000 },
+    );
+    let stats;
+    let during: number[];
+    let duringHealth: number[];
+    try {
+      await sleep(1_500);
+      during = await timed(21, calmChat);
+      duringHealth = await timed(15, health);
+    } finally {
+      stats = await flood.stop();
+    }
+    const after = await timed(15, calmChat);
+    const baseline = [...before, ...after];
+    const invalidAfter = metricValue(await metrics(), 'switchyard_device_invalid_events_total');
+    const [base, flooded] = [median(baseline), median(during)];
+    const [baseH, floodedH] = [median(baselineHealth), median(duringHealth)];
+    process.stdout.write(
+      `hostile: org B chat median ${base.toFixed(0)} ms quiet (${median(before).toFixed(0)} before, ` +
+        `${median(after).toFixed(0)} after), ${flooded.toFixed(0)} ms during the flood ` +
+        `(x${(flooded / base).toFixed(2)}); dispatcher /healthz median ${baseH.toFixed(1)} ms -> ${floodedH.toFixed(1)} ms; ` +
+        `flood: ${JSON.stringify({ ...stats, assigned: stats.assigned.length })}, invalid events counted ` +
+        `${invalidAfter - invalidBefore}\n`,
+    );
+    // The flood happened: devices were dropped and came back, events were refused.
+    assert.ok(stats.connects >= 6 && stats.disconnects >= 3, JSON.stringify(stats));
+    assert.ok(invalidAfter - invalidBefore >= 50, `${invalidAfter - invalidBefore} invalid events counted`);
+    expect(stats.assigned).toEqual([]);
+    assert.ok(flooded <= 2 * base, `median ${flooded.toFixed(0)} ms during the flood, ${base.toFixed(0)} ms before`);
+    // A few ms quiet: bounded in absolute terms, not as a ratio of something this small.
+    assert.ok(floodedH < 250, `dispatcher /healthz median ${floodedH.toFixed(1)} ms during the flood`);
+    expect(await keysWith(junk)).toEqual([]);
+    // The agent serving org B stayed online throughout.
+    await waitOnline([calm], calmToken, { redisUrl: redis.url, timeoutMs: 5_000 });
+  });
+});

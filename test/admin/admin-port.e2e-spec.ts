@@ -63,6 +63,13 @@ describe('ADMIN_PORT: the admin API on its own listener', () => {
     assert.ok(!orgs.body.data.some((o: { name: string }) => o.name === 'x'));
   });
 
+  test('the dashboard lives on the admin listener only', async () => {
+    const page = await fetch(`${adminUrl}/dashboard`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+    assertOpenAIError(await http('GET', `${api.url}/dashboard`), 404, 'unknown_url', null);
+  });
+
   test('the admin listener serves nothing of the public API', async () => {
     const res = await http('GET', `${adminUrl}/v1/models`, { headers: { authorization: `Bearer ${tenant.key}` } });
     assertOpenAIError(res, 404, 'unknown_url');

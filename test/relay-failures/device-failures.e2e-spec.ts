@@ -14,6 +14,7 @@ import {
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
+import { waitStatus } from '../reliability/helpers';
 
 /** Devices that die: before the first token the job moves to another device; after it, the client is told. */
 describe('device failures', () => {
@@ -49,12 +50,8 @@ describe('device failures', () => {
     const slow = await device(model, { ttftMs: 30_000, tokens: 4 });
     const pending = chat(tenant, model);
     // Make sure the task is on the slow device, then kill it and bring up a healthy one.
-    let task = await db().task.findFirst({ where: { orgId: tenant.org.id } });
-    for (let i = 0; i < 100 && task?.status !== 'assigned'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      task = await db().task.findFirst({ where: { orgId: tenant.org.id } });
-    }
-    assert.equal(task?.deviceId, slow.id);
+    const task = await waitStatus(tenant.org.id, 'assigned');
+    assert.equal(task.deviceId, slow.id);
     // The healthy device is up before the slow one dies, so the requeued job finds it at once.
     const healthy = await device(model, { tokens: 4 });
     slow.proc.child.kill('SIGKILL');
@@ -76,13 +73,7 @@ describe('device failures', () => {
       stream: true,
       messages: [{ role: 'user', content: 'go' }],
     });
-    for (let i = 0; i < 200; i++) {
-      const t = await db().task.findFirst({ where: { orgId: tenant.org.id } });
-      if (t?.status === 'streaming') {
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitStatus(tenant.org.id, 'streaming');
     d.proc.child.kill('SIGKILL');
     const res = await pending;
     assert.equal(res.status, 200);
@@ -101,13 +92,7 @@ describe('device failures', () => {
     const tenant = await createTenant([model]);
     const d = await device(model, { ttftMs: 0, tokensPerSecond: 5, tokens: 100 });
     const pending = chat(tenant, model);
-    for (let i = 0; i < 200; i++) {
-      const t = await db().task.findFirst({ where: { orgId: tenant.org.id } });
-      if (t?.status === 'streaming') {
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitStatus(tenant.org.id, 'streaming');
     d.proc.child.kill('SIGKILL');
     const res = await pending;
     assert.equal(res.status, 502);

@@ -24,16 +24,34 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
 /** A short random suffix that keeps names of concurrent test files apart. */
 export const uniq = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports for the processes a test starts. Each Jest worker takes them from a range of its own below the
+ * kernel's ephemeral range, and never the same one twice in a run: a port that another suite's process
+ * just left (a dispatcher killed, to be restarted on its port) is never handed to a process of this
+ * worker, and no worker's port is one the kernel hands out to a client.
+ */
+const PORT_BASE = 20_000;
+const PORTS_PER_WORKER = 700;
+let portCursor = 0;
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+export async function freePort(): Promise<number> {
+  const worker = (Number(process.env.JEST_WORKER_ID ?? '1') - 1) % 16;
+  for (let tries = 0; tries < PORTS_PER_WORKER; tries++) {
+    const port = PORT_BASE + worker * PORTS_PER_WORKER + (portCursor++ % PORTS_PER_WORKER);
+    if (await canBind(port)) {
+      return port;
+    }
+  }
+  throw new Error(`no free port in this worker's range (${PORT_BASE + worker * PORTS_PER_WORKER}+)`);
 }
 
 /** A real child process of ours, with its output kept for assertions and for failure reports. */

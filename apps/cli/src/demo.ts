@@ -291,8 +291,7 @@ Try it:
 Streamed: add "stream": true to the body (and curl -N). Models: curl -s ${apiUrl}/v1/models -H "Authorization: Bearer ${state.key}"
 Any OpenAI client works with base URL ${apiUrl}/v1 and the key above.
 
-Ctrl-C stops everything. (The key and tokens are kept in ${STATE_FILE} for the next run.)
-demo ready`);
+Ctrl-C stops everything. (The key and tokens are kept in ${STATE_FILE} for the next run.)\ndemo ready`);
 }
 
 main().catch((error: unknown) => {

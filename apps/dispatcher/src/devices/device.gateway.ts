@@ -272,10 +272,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     }
     session.invalidEvents++;
     if (session.invalidEvents === this.config.DEVICE_MAX_INVALID_EVENTS) {
-      this.logger.warn(
-        { deviceId: session.id, events: session.invalidEvents },
-        'too many invalid events: disconnecting',
-      );
+      this.logger.warn({ deviceId: session.id, events: session.invalidEvents }, 'invalid events: disconnected');
       session.socket.disconnect(true);
     }
   }

@@ -20,6 +20,11 @@ export interface WriterHooks {
   onRefused(): void;
   /** Events could not be written for longer than the api waits for them. */
   onLost(): void;
+  /**
+   * Once lost, the ending could not be recorded either (Redis and the Postgres fallback both failed):
+   * the reaper ends the task at its deadline.
+   */
+  onEndFailed(err: unknown): void;
 }
 
 /**
@@ -71,7 +76,10 @@ export class TaskWriter {
     if (this.lost && !this.closing && closing.kind === 'end') {
       // No event can reach the client any more (it was told by the api); the record still ends.
       this.closing = closing;
-      this.settled = this.tasks.end(this.taskId, closing.ending, { attempt: this.attempt }).catch(() => null);
+      this.settled = this.tasks.end(this.taskId, closing.ending, { attempt: this.attempt }).catch((err: unknown) => {
+        this.hooks.onEndFailed(err);
+        return null;
+      });
       return this.settled;
     }
     if (!this.closing && !this.stopped) {

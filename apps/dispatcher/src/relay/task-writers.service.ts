@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, TASK_STREAM_TTL_S, TaskRepository, keys } from '@app/common';
-import type { AppConfig } from '@app/common';
+import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, TaskRepository, keys } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
 import { REDIS } from '../infra/redis.providers';
 import { TaskWriter } from './task-writer';
 import type { WriterHooks } from './task-writer';
@@ -15,9 +15,10 @@ export class TaskWriters {
     @Inject(REDIS) private readonly redis: Redis,
     private readonly tasks: TaskRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  writer(taskId: string, attempt: number, hooks: WriterHooks): TaskWriter {
+  writer(taskId: string, attempt: number, hooks: Omit<WriterHooks, 'onEndFailed'>): TaskWriter {
     // Past TASK_IDLE_TIMEOUT_MS the api has given up on a silent task anyway (and told its client).
     return new TaskWriter(
       this.redis,
@@ -27,7 +28,14 @@ export class TaskWriters {
       TASK_STREAM_TTL_S,
       attempt,
       this.config.TASK_IDLE_TIMEOUT_MS,
-      hooks,
+      {
+        ...hooks,
+        onEndFailed: (err) =>
+          this.logger.warn(
+            { err: (err as Error).message, task: taskId },
+            'the ending of a task whose events were lost could not be recorded; the reaper ends it at its deadline',
+          ),
+      },
     );
   }
 

@@ -75,8 +75,8 @@ describe('TaskRepository', () => {
   }
 
   /** The task's row once the writer has written (at least) the given version. */
-  async function row(id: string, version: number) {
-    const deadline = Date.now() + 10_000;
+  async function row(id: string, version: number, timeoutMs = 10_000) {
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = await db().task.findUnique({ where: { id } });
       if (found && found.recordVersion >= version) {
@@ -273,5 +273,28 @@ describe('TaskRepository', () => {
     expect(await tasks.end(task.id, { status: 'completed' }, 'any')).toEqual({ ok: true, attempt: 0 });
     await sleep(300);
     expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({ status: 'cancelled' });
+  });
+  it('a writer that cannot write leaves the records it took to the other writers', async () => {
+    let tries = 0;
+    const failing: SqlRunner = { sql: () => Promise.reject(new Error(`no Postgres here (try ${++tries})`)) };
+    await writer.stop();
+    const bad = new TaskRecordWriter(createRedis(REDIS_URL), failing, createLogger('test', 'silent'), uniq('bad'));
+    bad.start();
+    try {
+      const task = newTask();
+      await create(task);
+      // The bad writer takes the record (it is the only writer) and cannot write it.
+      for (let i = 0; i < 100 && !(await redis.xpending(keys.records, 'writers', '-', '+', 10)).length; i++) {
+        await sleep(20);
+      }
+      writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
+      writer.start();
+      // While the bad writer still runs, a good one writes the record; the bad one, paused after its
+      // failure, did not go on taking it (it would have tried again and again, holding it).
+      expect((await row(task.id, 0, 30_000)).status).toBe('queued');
+      expect(tries).toBeLessThanOrEqual(2);
+    } finally {
+      await bad.stop();
+    }
   });
 });

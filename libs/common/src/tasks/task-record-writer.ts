@@ -13,8 +13,8 @@ const BATCH = 500;
 const BLOCK_MS = 500;
 /** Records read by a writer that has not acknowledged them for this long are taken over (it died). */
 const ABANDONED_MS = 5_000;
-/** After a failed write, the next try waits this long (then doubling, up to 5 s). */
-const RETRY_MS = 200;
+/** After a failed write, how long a writer reads nothing: longer than others need to take its records over. */
+const PAUSE_AFTER_FAILURE_MS = 2 * ABANDONED_MS;
 
 /** Something that runs SQL on Postgres (PgService, or a pg Pool). */
 export interface SqlRunner {
@@ -118,7 +118,6 @@ export class TaskRecordWriter {
   }
 
   private async run(): Promise<void> {
-    let backoff = RETRY_MS;
     let ready = false;
     while (this.running) {
       try {
@@ -130,17 +129,30 @@ export class TaskRecordWriter {
         if (entries.length > 0) {
           await this.write(entries);
         }
-        backoff = RETRY_MS;
       } catch (err) {
         if (!this.running) {
           break;
         }
         ready = false;
-        this.logger.warn({ err: (err as Error).message }, 'task records could not be written yet; retrying');
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, 5_000);
+        // Leave what this writer holds to the others: it reads and claims nothing until they could have
+        // taken its records over (idle ABANDONED_MS), so that one instance that cannot reach Postgres
+        // (or reaches the wrong one) delays a batch by seconds, not every record it would go on taking.
+        this.logger.warn(
+          { err: (err as Error).message },
+          'task records could not be written; leaving them to the other writers for now',
+        );
+        await this.pause(PAUSE_AFTER_FAILURE_MS);
       }
     }
+  }
+
+  /** Waits, or less when the writer is stopped. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const started = Date.now();
+      const tick = () => (!this.running || Date.now() - started >= ms ? resolve() : setTimeout(tick, 100));
+      tick();
+    });
   }
 
   /** Records abandoned by a dead writer first (now and then), else new ones. */

@@ -7,6 +7,7 @@ import { Client } from 'pg';
 import { projectPath } from '@app/common';
 import { DATABASE_URL, baseEnv, closeDb, http, startApi, startNode } from '../support/stack';
 import type { Api, Proc } from '../support/stack';
+import { RedisServer } from '../reliability/helpers';
 import { adminAuth, stopApis } from './helpers';
 
 const MIGRATIONS = projectPath('prisma/migrations');
@@ -43,6 +44,11 @@ describe('db:migrate', () => {
     .sort();
   /** An api on the new database, started before the database exists. */
   let api: Api;
+  /**
+   * Its Redis: one of its own, since every process on a Redis writes the task records it finds there
+   * into its own database, and this api's is not the run's (it would refuse and drop their rows).
+   */
+  let redis: RedisServer;
 
   const migrations = () =>
     withClient(url, async (c) => {
@@ -58,7 +64,8 @@ describe('db:migrate', () => {
       c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]),
     );
     assert.equal(exists.rowCount, 0, `${database} already exists`);
-    api = await startApi({ DATABASE_URL: url });
+    redis = await RedisServer.start();
+    api = await startApi({ DATABASE_URL: url, REDIS_URL: redis.url });
   });
 
   /** Copies of the project's migrations, to add to or break. */
@@ -93,6 +100,7 @@ describe('db:migrate', () => {
   afterAll(async () => {
     scratch.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
     await stopApis(api);
+    await redis?.stop();
     await closeDb();
     await withClient(urlFor('postgres'), (c) => c.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`));
   });

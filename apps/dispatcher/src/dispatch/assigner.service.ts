@@ -22,8 +22,8 @@ import { IdleDevices } from './idle-devices';
 const SWEEP_INTERVAL_MS = 1_000;
 /** How long a device looks past a queue after drawing a job it cannot serve, or refusing one. */
 const SKIP_MS = 2_000;
-/** How long a device that did not acknowledge an assignment is not offered jobs of that queue. */
-const NO_ACK_SKIP_MS = 60_000;
+/** How long a device that did not acknowledge is not offered that queue: another device may take it; a slow one is back soon. */
+const NO_ACK_SKIP_MS = 10_000;
 /** Cancels that found no task here are remembered this long, for a claim that was in flight. */
 const CANCEL_MEMORY_MS = 60_000;
 

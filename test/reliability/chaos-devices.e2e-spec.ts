@@ -56,7 +56,7 @@ describe('chaos: devices and clients', () => {
       ['stopBefore', { ttftMs: 4_000 }],
       ['stopAfter', { tokensPerSecond: 4 }],
       // Slow enough to abort before assignment (behind another task), before the first token, or mid-answer.
-      ['clients', { ttftMs: 1_000, tokensPerSecond: 10 }],
+      ['clients', { ttftMs: 2_500, tokensPerSecond: 10 }],
     ];
     await Promise.all(
       specs.map(async ([name, opts]) => {

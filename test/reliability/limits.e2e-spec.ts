@@ -55,7 +55,8 @@ describe('limits and request caps', () => {
     devices.push(
       ...(await Promise.all([
         startDevice(dispatcher.url, tokens[0].token, { models: [fast, clamped], tokens: 8 }),
-        startDevice(dispatcher.url, tokens[1].token, { models: [slow], ttftMs: 1_500, tokens: 3 }),
+        // Busy long enough (4 s to its first token) for a test to see a request wait behind it on a busy machine.
+        startDevice(dispatcher.url, tokens[1].token, { models: [slow], ttftMs: 4_000, tokens: 3 }),
         startDevice(dispatcher.url, tokens[2].token, { models: [streamer], tokensPerSecond: 4, tokens: 40 }),
       ])),
     );

@@ -40,8 +40,10 @@ const tier = process.env.TEST_TIER;
 
 /** @type {import('jest').Config} */
 export default {
-  // Two cores: one suite per core; the e2e suites spend much of their time waiting on their processes.
-  maxWorkers: 2,
+  // One suite at a time: each e2e suite runs several processes of its own (apis, dispatchers, devices,
+  // runtimes), and two of them at once on two cores starve each other's processes of CPU, which turns
+  // waits that hold on any quiet machine into races (a device slower to answer than a queue timeout).
+  maxWorkers: 1,
   // The slowest suites report as such, with their time.
   verbose: false,
   projects: [

@@ -2,11 +2,15 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, FairShare, LOGGER, LineQueues, QUEUE_PREFIX, keys } from '@app/common';
+import { randomUUID } from 'node:crypto';
+import { APP_CONFIG, FairShare, LOGGER, LineQueues, QUEUE_PREFIX, STALLED_INTERVAL_MS, keys } from '@app/common';
 import type { AppConfig, ChatJobData, Logger } from '@app/common';
 import { REDIS } from '../infra/redis.providers';
 
 export type ChatJob = Job<ChatJobData>;
+
+/** Held by the dispatcher whose turn it is to sweep the lines for stalled jobs. */
+const STALLED_SWEEP_KEY = 'sy:stalled-sweep';
 
 /** Picks that came back empty (another dispatcher took the job first) before giving up for now. */
 const MAX_EMPTY_PICKS = 3;
@@ -21,6 +25,7 @@ const MAX_EMPTY_PICKS = 3;
 export class JobSource implements OnModuleDestroy {
   private readonly lines: LineQueues;
   readonly fair: FairShare;
+  private readonly sweeper = randomUUID();
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -83,6 +88,11 @@ export class JobSource implements OnModuleDestroy {
    * got jobs back regain their turn and the dispatchers are told. Returns how many jobs came back.
    */
   async recoverStalled(): Promise<number> {
+    // One dispatcher of all sweeps per interval: the scan reads the whole keyspace.
+    const turn = await this.redis.set(STALLED_SWEEP_KEY, this.sweeper, 'PX', STALLED_INTERVAL_MS - 1_000, 'NX');
+    if (turn === null) {
+      return 0;
+    }
     let cursor = '0';
     let moved = 0;
     do {

@@ -13,6 +13,7 @@ import {
   waitOnline,
 } from '../../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../../support/stack';
+import { waitStatus as waitStatusOf } from '../../reliability/helpers';
 
 export interface RuntimeDeviceOptions {
   backend: 'ollama' | 'openai';
@@ -100,26 +101,8 @@ export async function taskRow(tenant: Tenant, address?: string) {
 }
 
 /** Waits for the org's latest task to reach `status`. */
-export async function waitStatus(tenant: Tenant, status: string, timeoutMs = 10_000) {
-  // The latest task's state in Redis: its row is written behind and can lag by more than a short answer.
-  const redis = createRedis(REDIS_URL);
-  try {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const task = await db().task.findFirst({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
-      const live = task ? await redis.hget(keys.taskState(task.id), 'st') : null;
-      if (task && (live ?? task.status) === status) {
-        await recordsWritten();
-        return db().task.findUniqueOrThrow({ where: { id: task.id } });
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`no task reached ${status} (latest: ${live ?? task?.status ?? 'none'})`);
-      }
-      await sleep(10);
-    }
-  } finally {
-    redis.disconnect();
-  }
+export function waitStatus(tenant: Tenant, status: string, timeoutMs = 10_000) {
+  return waitStatusOf(tenant.org.id, status, timeoutMs);
 }
 
 /** The agent's JSON log lines. */

@@ -42,17 +42,7 @@ export interface Ending {
 export type EndGuard = 'any' | 'queued' | { attempt: number };
 
 /** A task's state as Redis holds it while the task is in flight (and a while after). */
-export interface TaskSnapshot {
-  id: string;
-  address: string;
-  orgId: string;
-  apiKeyId: string | null;
-  modelId: string;
-  mode: TaskMode;
-  api: TaskApi;
-  stream: boolean;
-  line: string;
-  apiInstance: string;
+export interface TaskSnapshot extends Omit<NewTask, 'deadline'> {
   status: TaskStatus;
   version: number;
   attempts: number;

@@ -4,7 +4,7 @@ import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { cancelledError } from './backend';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
-import { badResponse, endpoint, failure, getJson, readLines, send } from './upstream/http-client';
+import { badResponse, endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
 import type { ProbeResult } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
 import { UpstreamMonitor } from './upstream/upstream-monitor';
@@ -145,6 +145,10 @@ export class OllamaBackend extends UpstreamBackend {
         emit([delta]);
       }
       if (stream.done || stopText?.done) {
+        if (!stopText?.done) {
+          // The runtime's last event: its connection serves the next task.
+          finished(res);
+        }
         break;
       }
     }

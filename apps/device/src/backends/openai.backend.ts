@@ -4,7 +4,16 @@ import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
 import { BackendError, cancelledError } from './backend';
-import { badResponse, describeUrl, endpoint, failure, getJson, readLines, send } from './upstream/http-client';
+import {
+  badResponse,
+  describeUrl,
+  endpoint,
+  failure,
+  finished,
+  getJson,
+  readLines,
+  send,
+} from './upstream/http-client';
 import { SseDecoder } from './upstream/sse';
 import { stopTextFilter } from './upstream/stop-text';
 import type { ProbeResult } from './upstream/upstream-monitor';
@@ -126,6 +135,10 @@ export class OpenAIBackend extends UpstreamBackend {
       if (event) {
         emit(stream.push(event));
         if (stream.done || stopText?.done) {
+          if (!stopText?.done) {
+            // The runtime's last event: its connection serves the next task.
+            finished(res);
+          }
           break;
         }
       }

@@ -1,15 +1,56 @@
 import http from 'node:http';
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
 import { BackendError, cancelledError } from '../backend';
 
 /**
  * The agent's HTTP client for local runtimes, on node:http rather than fetch: no hidden headers or
  * body timeout (a runtime may think for minutes before its first byte while it loads a model or
- * evaluates a long prompt), one connection per request (a cancelled request closes its socket, which
- * is how Ollama, llama.cpp and vLLM notice that they should stop generating), and plain error codes.
+ * evaluates a long prompt), plain error codes, and warm connections: a finished request leaves its
+ * connection open for the next one (a new TCP connection costs a round trip and a wake-up of the
+ * runtime before the request is even sent). A cancelled request still closes its socket, which is how
+ * Ollama, llama.cpp and vLLM notice that they should stop generating.
  */
+
+/**
+ * An idle connection is closed after this long, before the runtimes close theirs (uvicorn, which
+ * serves vLLM, and llama.cpp's server after 5 s): a request rarely meets a connection the runtime is
+ * closing at that moment, and when it does, it is sent again on a new one (see send).
+ */
+const IDLE_SOCKET_MS = 2_000;
+
+/** Node's keep-alive agent, with an idle timeout on its pooled connections only. */
+function keepAlive<A extends http.Agent>(agent: A): A {
+  // Node's Agent returns whether it keeps the socket (its types say void).
+  const keep = agent.keepSocketAlive.bind(agent) as unknown as (socket: Socket) => boolean;
+  const reuse = agent.reuseSocket.bind(agent);
+  Object.assign(agent, {
+    keepSocketAlive(socket: Socket): boolean {
+      const kept = keep(socket);
+      if (kept) {
+        // A pooled socket that times out is destroyed by the agent.
+        socket.setTimeout(IDLE_SOCKET_MS);
+      }
+      return kept;
+    },
+    reuseSocket(socket: Socket, request: ClientRequest): void {
+      // In use again: a runtime may be silent for minutes before its first byte.
+      socket.setTimeout(0);
+      reuse(socket, request);
+    },
+  });
+  return agent;
+}
+
+const AGENTS = {
+  'http:': keepAlive(new http.Agent({ keepAlive: true })),
+  'https:': keepAlive(new https.Agent({ keepAlive: true })),
+};
+
+/** A pooled connection the runtime closed just as it was reused: the request never reached it. */
+const STALE_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
 /** Socket errors that mean nothing listens there (or the host is gone): the runtime is down. */
 const UNREACHABLE_CODES = new Set([
@@ -46,47 +87,70 @@ export function describeUrl(url: URL): string {
   return `${url.origin}${url.pathname}`;
 }
 
-/** Sends a request and resolves with the response once its headers arrive (any status). */
+/**
+ * Sends a request and resolves with the response once its headers arrive (any status). A request
+ * sent on a pooled connection that the runtime had closed meanwhile is sent once more, on a new one.
+ */
 export function send(request: UpstreamRequest): Promise<IncomingMessage> {
   const { url, signal } = request;
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(cancelledError());
-      return;
-    }
-    const payload = request.body === undefined ? undefined : Buffer.from(JSON.stringify(request.body), 'utf8');
-    const headers: Record<string, string> = { accept: 'application/json, application/x-ndjson, text/event-stream' };
-    if (payload) {
-      headers['content-type'] = 'application/json';
-      headers['content-length'] = String(payload.length);
-    }
-    if (request.apiKey) {
-      headers.authorization = `Bearer ${request.apiKey}`;
-    }
-    const client = url.protocol === 'https:' ? https : http;
-    // agent: false = a fresh connection, closed after the response: no stale keep-alive socket to trip over.
-    const req = client.request(url, { method: request.method, headers, agent: false, signal });
-    let connectTimer: NodeJS.Timeout | undefined;
-    req.on('socket', (socket) => {
-      if (socket.connecting) {
-        connectTimer = setTimeout(() => {
-          const error = new Error(`no connection within ${request.connectTimeoutMs} ms`) as NodeJS.ErrnoException;
-          error.code = 'UPSTREAM_CONNECT_TIMEOUT';
-          req.destroy(error);
-        }, request.connectTimeoutMs);
-        socket.once('connect', () => clearTimeout(connectTimer));
+  const payload = request.body === undefined ? undefined : Buffer.from(JSON.stringify(request.body), 'utf8');
+  const headers: Record<string, string> = { accept: 'application/json, application/x-ndjson, text/event-stream' };
+  if (payload) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(payload.length);
+  }
+  if (request.apiKey) {
+    headers.authorization = `Bearer ${request.apiKey}`;
+  }
+  const client = url.protocol === 'https:' ? https : http;
+  const agent = url.protocol === 'https:' ? AGENTS['https:'] : AGENTS['http:'];
+  const attempt = (retry: boolean): Promise<IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      if (signal.aborted) {
+        reject(cancelledError());
+        return;
       }
+      // Not http.request's own `signal`: it stays attached to the connection, and a task aborted after
+      // its answer (every task is, when it ends) would destroy the pooled connection with an error.
+      const req = client.request(url, { method: request.method, headers, agent });
+      let response: IncomingMessage | undefined;
+      const abort = () => {
+        // A response received in full needs no stopping, and its connection may be back in the pool.
+        if (!req.destroyed && response?.complete !== true) {
+          req.destroy(cancelledError());
+        }
+      };
+      signal.addEventListener('abort', abort, { once: true });
+      const detach = () => signal.removeEventListener('abort', abort);
+      req.on('close', detach);
+      let connectTimer: NodeJS.Timeout | undefined;
+      req.on('socket', (socket) => {
+        if (socket.connecting) {
+          connectTimer = setTimeout(() => {
+            const error = new Error(`no connection within ${request.connectTimeoutMs} ms`) as NodeJS.ErrnoException;
+            error.code = 'UPSTREAM_CONNECT_TIMEOUT';
+            req.destroy(error);
+          }, request.connectTimeoutMs);
+          socket.once('connect', () => clearTimeout(connectTimer));
+        }
+      });
+      req.on('response', (res) => {
+        clearTimeout(connectTimer);
+        response = res;
+        res.once('end', detach);
+        resolve(res);
+      });
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        clearTimeout(connectTimer);
+        if (retry && req.reusedSocket && !signal.aborted && STALE_CONNECTION_CODES.has(error.code ?? '')) {
+          resolve(attempt(false));
+          return;
+        }
+        reject(requestError(error, url, signal));
+      });
+      req.end(payload);
     });
-    req.on('response', (res) => {
-      clearTimeout(connectTimer);
-      resolve(res);
-    });
-    req.on('error', (error) => {
-      clearTimeout(connectTimer);
-      reject(requestError(error, url, signal));
-    });
-    req.end(payload);
-  });
+  return attempt(true);
 }
 
 /** Maps a socket-level failure: cancelled, unreachable (the runtime is down) or a broken exchange. */
@@ -124,15 +188,34 @@ export async function readText(res: IncomingMessage, url: URL, signal: AbortSign
   return text + decoder.end();
 }
 
+/** Responses whose last event the caller has read (see finished). */
+const finishedResponses = new WeakSet<IncomingMessage>();
+
+/** How long a response whose last event was read may take to end before its connection is closed. */
+const END_GRACE_MS = 1_000;
+
+/**
+ * The caller has read the runtime's last event (`[DONE]`, `done: true`): once the response ends, its
+ * connection goes back to the pool instead of being closed (see readLines).
+ */
+export function finished(res: IncomingMessage): void {
+  finishedResponses.add(res);
+}
+
 /**
  * The lines of a streamed body (without their `\n` or `\r\n`), as they arrive. A last line without a
  * newline is yielded too. Throws `upstream_bad_response` for a line longer than {@link MAX_LINE}.
+ *
+ * A caller that stops reading before the body's end lets go of the response: one whose last event it
+ * read (see finished) is drained, so that its connection is reused; any other (a stop string met, a
+ * malformed stream, a cancel) is destroyed, which closes the connection and tells the runtime to stop
+ * generating.
  */
 export async function* readLines(res: IncomingMessage, url: URL, signal: AbortSignal): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   let buffer = '';
   try {
-    for await (const chunk of res) {
+    for await (const chunk of res.iterator({ destroyOnReturn: false })) {
       buffer += decoder.write(chunk as Buffer);
       let newline: number;
       while ((newline = buffer.indexOf('\n')) >= 0) {
@@ -146,11 +229,27 @@ export async function* readLines(res: IncomingMessage, url: URL, signal: AbortSi
     }
   } catch (error) {
     throw requestError(error, url, signal);
+  } finally {
+    if (!res.readableEnded) {
+      letGo(res, finishedResponses.has(res) && !signal.aborted);
+    }
   }
   buffer += decoder.end();
   if (buffer.length > 0) {
     yield buffer.endsWith('\r') ? buffer.slice(0, -1) : buffer;
   }
+}
+
+function letGo(res: IncomingMessage, reuse: boolean): void {
+  // Nobody reads it any more: its late errors (the connection cut here) are nobody's business.
+  res.on('error', () => undefined);
+  if (!reuse) {
+    res.destroy();
+    return;
+  }
+  const timer = setTimeout(() => res.destroy(), END_GRACE_MS);
+  res.once('close', () => clearTimeout(timer));
+  res.resume();
 }
 
 /** What an error body says, whichever runtime wrote it. */

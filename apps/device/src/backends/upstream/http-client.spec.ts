@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { finished, readLines, send } from './http-client';
+
+/** A local SSE server that counts the connections it accepted and says when one closes. */
+function sseServer(handler: (res: http.ServerResponse, connection: number) => void) {
+  const sockets: Socket[] = [];
+  const closed: number[] = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => handler(res, sockets.indexOf(req.socket)));
+  });
+  server.on('connection', (socket: Socket) => {
+    const n = sockets.push(socket) - 1;
+    socket.on('close', () => closed.push(n));
+  });
+  return {
+    sockets,
+    closed,
+    start: () => new Promise<URL>((resolve) => server.listen(0, '127.0.0.1', () => resolve(url(server)))),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function url(server: http.Server): URL {
+  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`);
+}
+
+const until = async (check: () => boolean) => {
+  while (!check()) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+};
+
+async function stream(target: URL, signal: AbortSignal, stopAt?: string): Promise<string[]> {
+  const res = await send({ method: 'POST', url: target, body: { stream: true }, signal, connectTimeoutMs: 1_000 });
+  const lines: string[] = [];
+  for await (const line of readLines(res, target, signal)) {
+    if (line === '') {
+      continue;
+    }
+    lines.push(line);
+    if (line === 'data: [DONE]') {
+      finished(res);
+      break;
+    }
+    if (line === stopAt) {
+      break;
+    }
+  }
+  // As an agent's next task comes: after this one's answer went back (its connection is free by then).
+  await until(() => res.readableEnded || res.destroyed);
+  await new Promise((r) => setImmediate(r));
+  return lines;
+}
+
+describe('the agent HTTP client', () => {
+  it('sends the next request on the connection of the last finished one', async () => {
+    const server = sseServer((res) => res.end('data: one\n\ndata: [DONE]\n\n'));
+    const target = await server.start();
+    try {
+      for (let i = 0; i < 3; i++) {
+        const controller = new AbortController();
+        assert.deepEqual(await stream(target, controller.signal), ['data: one', 'data: [DONE]']);
+        // Every task's signal is aborted when it ends: that must not cut a pooled connection.
+        controller.abort();
+      }
+      assert.equal(server.sockets.length, 1);
+      assert.deepEqual(server.closed, []);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('closes the connection of an answer left before its end, so that the runtime stops', async () => {
+    const server = sseServer((res) => {
+      res.write('data: one\n\n');
+      res.write('data: stop here\n\n');
+      // The rest never comes: the runtime is still generating.
+    });
+    const target = await server.start();
+    try {
+      const controller = new AbortController();
+      assert.deepEqual(await stream(target, controller.signal, 'data: stop here'), ['data: one', 'data: stop here']);
+      await until(() => server.closed.includes(0));
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('closes the connection when the task is cancelled mid-answer', async () => {
+    const server = sseServer((res) => res.write('data: one\n\n'));
+    const target = await server.start();
+    try {
+      const controller = new AbortController();
+      const res = await send({
+        method: 'POST',
+        url: target,
+        body: {},
+        signal: controller.signal,
+        connectTimeoutMs: 1_000,
+      });
+      const reading = (async () => {
+        for await (const line of readLines(res, target, controller.signal)) {
+          if (line === 'data: one') {
+            controller.abort();
+          }
+        }
+      })();
+      await assert.rejects(reading, { code: 'cancelled' });
+      await until(() => server.closed.includes(0));
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('sends a request again on a new connection when the runtime closed the pooled one meanwhile', async () => {
+    const server = sseServer((res) => res.end('data: [DONE]\n\n'));
+    const target = await server.start();
+    try {
+      assert.deepEqual(await stream(target, new AbortController().signal), ['data: [DONE]']);
+      // The runtime drops the idle connection without the client having noticed yet.
+      server.sockets[0].resetAndDestroy();
+      assert.deepEqual(await stream(target, new AbortController().signal), ['data: [DONE]']);
+      assert.equal(server.sockets.length, 2);
+    } finally {
+      await server.stop();
+    }
+  });
+});

@@ -6,6 +6,7 @@ import {
   PrismaService,
   TASK_STREAM_TTL_S,
   TaskRepository,
+  coalesceWrites,
   createBlockingRedis,
   createRedis,
 } from '@app/common';
@@ -14,8 +15,8 @@ import type { AppConfig } from '@app/common';
 /**
  * The api's Redis connections, a constant four. REDIS carries short commands: without an offline
  * queue, a command while Redis is unreachable fails at once, so the client gets a quick 503 instead of
- * a hanging request; auto-pipelining sends the commands of all requests issued in one turn of the
- * event loop in one socket write (a write costs far more than the bytes in it).
+ * a hanging request; the commands of all requests issued in one turn of the event loop leave in one
+ * socket write (coalesceWrites: a write costs far more than the bytes in it).
  */
 export const REDIS = Symbol('REDIS');
 /** Blocking reads of the task streams this instance waits on. */
@@ -35,11 +36,12 @@ export const ENDED_TTL_MS = 10 * 60_000;
       provide: REDIS,
       inject: [APP_CONFIG],
       useFactory: (c: AppConfig) =>
-        createRedis(c.REDIS_URL, {
-          enableOfflineQueue: false,
-          enableAutoPipelining: true,
-          connectionName: 'switchyard-api',
-        }),
+        coalesceWrites(
+          createRedis(c.REDIS_URL, {
+            enableOfflineQueue: false,
+            connectionName: 'switchyard-api',
+          }),
+        ),
     },
     {
       provide: STREAMS_REDIS,

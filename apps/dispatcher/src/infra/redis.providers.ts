@@ -1,16 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown, Provider } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, createBlockingRedis, createRedis } from '@app/common';
+import { APP_CONFIG, coalesceWrites, createBlockingRedis, createRedis } from '@app/common';
 import type { AppConfig } from '@app/common';
 
 /**
  * The dispatcher's Redis connections: a constant three, whatever the number of devices, models or
  * queues (BullMQ's lines share the command connection, see LineQueue).
  *
- * Short commands (jobs, streams, transitions, presence), auto-pipelined: the commands of every task
- * issued in one turn of the event loop go out in one socket write, which costs far more than the
- * bytes in it (bench profile).
+ * Short commands (jobs, streams, transitions, presence), with coalesced writes: the commands of every
+ * task issued in one turn of the event loop go out in one socket write (see coalesceWrites).
  */
 export const REDIS = Symbol('REDIS');
 /** A connection in subscriber mode: jobs waiting, cancels. */
@@ -23,7 +22,7 @@ export const redisProviders: Provider[] = [
     provide: REDIS,
     inject: [APP_CONFIG],
     useFactory: (c: AppConfig) =>
-      createRedis(c.REDIS_URL, { enableAutoPipelining: true, connectionName: 'switchyard-dispatcher' }),
+      coalesceWrites(createRedis(c.REDIS_URL, { connectionName: 'switchyard-dispatcher' })),
   },
   {
     provide: SUB_REDIS,

@@ -133,15 +133,11 @@ export class TaskWriter {
       this.firstRecorded = true;
     } else {
       await this.retry(async () => {
-        const pipeline = this.redis.pipeline().xadd(this.streamKey, '*', ...fields);
-        if (!this.expirySet) {
-          pipeline.expire(this.streamKey, this.streamTtlS);
-        }
-        const replies = await pipeline.exec();
-        const failed = replies?.find(([err]) => err)?.[0];
-        if (!replies || failed) {
-          throw failed ?? new Error('pipeline aborted');
-        }
+        // Issued in the same turn, the two leave in one socket write (see coalesceWrites).
+        await Promise.all([
+          this.redis.xadd(this.streamKey, '*', ...fields),
+          this.expirySet ? null : this.redis.expire(this.streamKey, this.streamTtlS),
+        ]);
         this.expirySet = true;
       });
     }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { AdminService, TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
-import type { NewTask, SqlRunner } from '@app/common';
+import type { NewTask, SqlRunner, TransitionResult } from '@app/common';
 import { createPool } from '../../../libs/common/src/prisma/pool';
 import { ENDED_VERSION } from '../../../libs/common/src/tasks/task-transitions.lua';
 import { DATABASE_URL, REDIS_URL, closeDb, createDevice, createTenant, db, sleep, uniq } from '../../support/stack';
@@ -64,14 +64,8 @@ describe('TaskRepository', () => {
     };
   }
 
-  async function create(task: NewTask): Promise<unknown> {
-    const pipeline = redis.pipeline();
-    tasks.createIn(pipeline, task);
-    const [[err, reply]] = (await pipeline.exec())!;
-    if (err) {
-      throw err;
-    }
-    return reply;
+  function create(task: NewTask): Promise<TransitionResult> {
+    return tasks.create(task);
   }
 
   /** The task's row once the writer has written (at least) the given version. */
@@ -114,9 +108,9 @@ describe('TaskRepository', () => {
 
   it('create → claim → requeue → claim → first → end, each conditional on the state it expects', async () => {
     const task = newTask();
-    expect(await create(task)).toEqual([1, 0]);
+    expect(await create(task)).toEqual({ ok: true, attempt: 0 });
     // The same id twice: refused with the status it has.
-    expect(await create(task)).toEqual([0, 'queued']);
+    expect(await create(task)).toEqual({ ok: false, status: 'queued' });
     expect(await tasks.get(task.id)).toMatchObject({ status: 'queued', version: 0, attempts: 0 });
     expect(await redis.zscore(keys.liveTasks, task.id)).toBe(String(task.deadline));
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import { Job } from 'bullmq';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import {
   CHAT_JOB,
   FairShare,
@@ -17,7 +17,7 @@ import { REDIS } from '../infra/redis.module';
 
 /**
  * The api's one way onto the queues. A new task's record, its job (BullMQ's own script), its line's
- * turn in the fair share and the announcement to the dispatchers go to Redis in one pipeline: one
+ * turn in the fair share and the announcement to the dispatchers go to Redis in one write: one
  * round trip, in this order, so that a dispatcher told of the job finds it and its task.
  */
 @Injectable()
@@ -37,20 +37,18 @@ export class JobQueue implements OnApplicationShutdown {
 
   async enqueue(task: NewTask, data: ChatJobData, weight: number): Promise<void> {
     const queue = this.lines.get(task.line);
-    // BullMQ's view of the connection: its pipelines know BullMQ's scripts (and ours, defined on it).
-    const pipeline = (await queue.client).pipeline() as unknown as ChainableCommander;
-    this.tasks.createIn(pipeline, task);
-    // addJob queues BullMQ's add script on the pipeline (it is called before its first await).
-    const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(
-      pipeline as unknown as Parameters<Job['addJob']>[0],
-    );
-    this.fair.enqueue(pipeline, task.line, weight);
-    pipeline.publish(keys.jobsChannel, task.line);
-    const replies = await pipeline.exec();
-    await added;
-    const failed = replies?.find(([err]) => err)?.[0];
-    if (!replies || failed) {
-      throw failed ?? new Error('the enqueue pipeline was aborted');
+    // The lines, the tasks and the fair share all use this one connection (whose writes are coalesced
+    // per turn): the four commands below are issued in one turn, so they leave in one write and Redis
+    // runs them in this order.
+    const client = await queue.client;
+    const created = this.tasks.create(task);
+    // addJob issues BullMQ's add script before its first await.
+    const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(client);
+    const enqueued = this.fair.enqueue(task.line, weight);
+    const published = this.redis.publish(keys.jobsChannel, task.line);
+    const [creation] = await Promise.all([created, added, enqueued, published]);
+    if (!creation.ok) {
+      throw new Error(`task ${task.id} exists already`);
     }
   }
 

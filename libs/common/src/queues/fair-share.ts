@@ -1,4 +1,4 @@
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { QUEUE_PREFIX, queueOfLine } from './queues';
 
 /**
@@ -112,6 +112,16 @@ end
 return ahead + 1`;
 
 type Fair = Redis & {
+  syFairEnqueue(
+    a: string,
+    b: string,
+    c: string,
+    queue: string,
+    prefix: string,
+    line: string,
+    stride: number,
+    now: number,
+  ): Promise<number>;
   syFairPick(a: string, b: string, c: string, queue: string, prefix: string): Promise<string | null>;
   syFairCharge(a: string, b: string, c: string, queue: string, prefix: string, line: string): Promise<number>;
   syFairRefund(
@@ -124,19 +134,6 @@ type Fair = Redis & {
     now: number,
   ): Promise<number>;
   syFairPosition(a: string, b: string, prefix: string, line: string, jobId: string): Promise<number | null>;
-};
-
-type FairPipeline = ChainableCommander & {
-  syFairEnqueue(
-    a: string,
-    b: string,
-    c: string,
-    queue: string,
-    prefix: string,
-    line: string,
-    stride: number,
-    now: number,
-  ): FairPipeline;
 };
 
 /** The stride of an organization of this weight (1-100). */
@@ -160,17 +157,10 @@ export class FairShare {
     return [fairKeys.passes(queue), fairKeys.state(queue), fairKeys.backlog];
   }
 
-  /** Adds to a pipeline (sent with the job itself): the line has a job, at this weight. */
-  enqueue(pipeline: ChainableCommander, line: string, weight: number): void {
+  /** The line has a job, at this weight (issued at once, so that it follows the job on the same connection). */
+  enqueue(line: string, weight: number): Promise<number> {
     const queue = queueOfLine(line);
-    (pipeline as FairPipeline).syFairEnqueue(
-      ...FairShare.keys(queue),
-      queue,
-      QUEUE_PREFIX,
-      line,
-      strideOf(weight),
-      Date.now(),
-    );
+    return this.redis.syFairEnqueue(...FairShare.keys(queue), queue, QUEUE_PREFIX, line, strideOf(weight), Date.now());
   }
 
   /** The line whose turn it is in a queue (charged for one job), or null when no line has a job. */

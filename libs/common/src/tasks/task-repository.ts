@@ -1,4 +1,4 @@
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { TaskStatus } from '../prisma/generated/enums';
 import { keys } from '../redis/keys';
 import type { SqlRunner } from './task-record-writer';
@@ -78,24 +78,28 @@ export class TaskRepository {
   }
 
   /**
-   * Adds the creation of a task (as queued) to a pipeline, so that it goes to Redis with the task's job
-   * in one round trip. Its reply is [1, 0], or [0, status] if a task with this id exists.
+   * Creates a task (as queued). The command is issued at once, before the returned promise is awaited,
+   * so that commands issued after it in the same turn on the same connection follow it (the api sends
+   * the task's job with it). Refused when a task with this id exists.
    */
-  createIn(pipeline: ChainableCommander, task: NewTask): void {
+  create(task: NewTask): Promise<TransitionResult> {
     const ttl = task.deadline - Date.now() + this.options.endedTtlMs;
-    // Queued on the pipeline (its reply comes with exec), not a promise of its own.
-    void (pipeline as unknown as TransitionCommand).syTask(
-      keys.taskState(task.id),
-      keys.records,
-      keys.liveTasks,
-      keys.taskStream(task.id),
-      'create',
-      Date.now(),
-      '',
-      ttl,
-      this.options.streamTtlS,
-      ...creationArgs(task),
-    );
+    return this.redis
+      .syTask(
+        keys.taskState(task.id),
+        keys.records,
+        keys.liveTasks,
+        keys.taskStream(task.id),
+        'create',
+        Date.now(),
+        '',
+        ttl,
+        this.options.streamTtlS,
+        ...creationArgs(task),
+      )
+      .then(([ok, value]) =>
+        ok === 1 ? { ok: true, attempt: Number(value) } : { ok: false, status: (value as TaskStatus) || null },
+      );
   }
 
   /**

@@ -33,6 +33,25 @@ export function invalidApiKey(): AppError {
   );
 }
 
+interface KeyRow {
+  id: string;
+  org_id: string;
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  org_name: string;
+  rpm_limit: number | null;
+  concurrency_limit: number | null;
+  max_queued: number | null;
+  weight: number;
+  network: boolean;
+}
+
+const KEY_LOOKUP = `
+  SELECT k.id, k.org_id, k.revoked_at, k.expires_at, o.name AS org_name, o.rpm_limit, o.concurrency_limit,
+         o.max_queued, o.weight, o.network
+  FROM api_keys k JOIN organizations o ON o.id = k.org_id
+  WHERE k.hash = $1`;
+
 @Injectable()
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
@@ -73,20 +92,23 @@ export class ApiKeyService {
   }
 
   private async lookup(hash: string): Promise<CacheEntry> {
-    const row = await this.prisma.client.apiKey.findUnique({ where: { hash }, include: { org: true } });
+    // Plain SQL: this runs about twice a second per key in use, and Prisma's query compiler would run
+    // on the api's one thread each time, between the requests it serves.
+    const { rows } = await this.prisma.sql<KeyRow>(KEY_LOOKUP, [hash]);
+    const row = rows[0];
     const entry: CacheEntry = {
       context:
-        row && !row.revokedAt
+        row && !row.revoked_at
           ? {
-              orgId: row.orgId,
-              orgName: row.org.name,
+              orgId: row.org_id,
+              orgName: row.org_name,
               apiKeyId: row.id,
-              limits: { rpm: row.org.rpmLimit, concurrency: row.org.concurrencyLimit, maxQueued: row.org.maxQueued },
-              weight: row.org.weight,
-              network: row.org.network,
+              limits: { rpm: row.rpm_limit, concurrency: row.concurrency_limit, maxQueued: row.max_queued },
+              weight: row.weight,
+              network: row.network,
             }
           : null,
-      expiresAt: row?.expiresAt?.getTime() ?? null,
+      expiresAt: row?.expires_at?.getTime() ?? null,
       cachedAt: Date.now(),
       refreshing: false,
     };

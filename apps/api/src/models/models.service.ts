@@ -28,6 +28,18 @@ const CHAT_CACHE_MAX_ENTRIES = 10_000;
 
 type ModelRow = Awaited<ReturnType<ModelsService['get']>>;
 
+interface ModelSqlRow {
+  id: string;
+  max_output_tokens: number | null;
+  owned_by: string;
+  created_at: Date;
+}
+
+const MODEL_LOOKUP = `
+  SELECT m.id, m.max_output_tokens, m.owned_by, m.created_at
+  FROM org_models om JOIN models m ON m.id = om.model_id
+  WHERE om.org_id = $1::uuid AND om.model_id = $2`;
+
 /** The models an organization may use. Every query is scoped by the caller's org id. */
 @Injectable()
 export class ModelsService {
@@ -90,12 +102,11 @@ export class ModelsService {
   /** The model if it is enabled for the org; otherwise 404, whether or not it exists elsewhere. */
   async get(orgId: string, modelId: string) {
     // No model id holds NUL (Postgres cannot store it): not found, without asking.
+    // Plain SQL, not Prisma: the chat routes refresh their cached models with it about twice a second,
+    // and Prisma's query compiler would run on the api's one thread each time.
     const row = modelId.includes('\0')
-      ? null
-      : await this.prisma.client.orgModel.findUnique({
-          where: { orgId_modelId: { orgId, modelId } },
-          include: { model: true },
-        });
+      ? undefined
+      : (await this.prisma.sql<ModelSqlRow>(MODEL_LOOKUP, [orgId, modelId])).rows[0];
     if (!row) {
       throw new AppError(
         'model_not_found',
@@ -103,7 +114,7 @@ export class ModelsService {
         'model',
       );
     }
-    return row.model;
+    return { id: row.id, maxOutputTokens: row.max_output_tokens, ownedBy: row.owned_by, createdAt: row.created_at };
   }
 
   async retrieve(orgId: string, modelId: string): Promise<ModelObject> {

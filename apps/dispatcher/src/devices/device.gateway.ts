@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import type { IncomingMessage } from 'node:http';
 import { Server } from 'socket.io';
 import type { z } from 'zod';
 import {
@@ -48,6 +49,29 @@ const INBOUND_EVENTS = new Set<unknown>([
 const STRIKE_WINDOW_MS = 60_000;
 
 /**
+ * engine.io keeps the HTTP request that opened each connection (its headers, its parser state) for the
+ * life of the connection, twice: on the connection (`request`, which socket.io reads only to build the
+ * handshake, and the devices namespace uses only the handshake's `auth`) and on the stand-in response
+ * its middlewares get (`req`, kept by a listener on the socket). A device's connection lives for
+ * days; at ten thousand devices that is 11 MB of heap (bench: 1.1 KB per connection). Both references
+ * are dropped once the connection is open, as socket.io's "memory usage" guide suggests.
+ */
+function forgetRequests(io: Server): void {
+  const responses = new WeakMap<IncomingMessage, { req: unknown }>();
+  io.engine.use((req: IncomingMessage, res: { req: unknown }, next: () => void) => {
+    responses.set(req, res);
+    next();
+  });
+  io.engine.on('connection', (raw: { request: IncomingMessage | null }) => {
+    const res = raw.request && responses.get(raw.request);
+    if (res) {
+      res.req = null;
+    }
+    raw.request = null;
+  });
+}
+
+/**
  * The `/devices` namespace: authenticates devices at the handshake (token and protocol version),
  * keeps the registry and presence up to date, holds each device to its budget, validates every event
  * a device sends, and passes the valid ones to the registry's listener. A device that keeps sending
@@ -84,6 +108,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       },
     );
     this.io = io;
+    forgetRequests(io);
     // Nothing is served on the root namespace: a socket there is refused whoever it is.
     io.of('/').use((_socket, next) => next(new Error(HANDSHAKE_ERRORS.token)));
     const namespace = io.of(DEVICE_NAMESPACE);
@@ -95,6 +120,8 @@ export class DeviceGateway implements BeforeApplicationShutdown {
             return;
           }
           socket.data = result;
+          // The token is not needed again: it is not kept for the life of the connection.
+          socket.handshake.auth = {};
           next();
         },
         (err: unknown) => {

@@ -10,6 +10,8 @@ export interface BenchOptions {
   concurrency: number[];
   /** Devices of the fan-in scenario. */
   devices: number;
+  /** Processes the fan-in devices are spread over; undefined: one per 2,500 devices, at most 4. */
+  fleetWorkers?: number;
   /** Open streams of the streams scenario. */
   streams: number;
   /** Offered loads of the throughput scenario, completions per second. */

@@ -68,6 +68,12 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     .addOption(new Option('--warmup <s>', 'seconds of warm-up before each scenario [3; quick 1]').argParser(positive))
     .addOption(new Option('--concurrency <list>', 'relay: concurrent streams [1,16,64; quick 1,4]').argParser(intList))
     .addOption(new Option('--devices <n>', 'fan-in: devices on one dispatcher [1000; quick 50]').argParser(positiveInt))
+    .addOption(
+      new Option(
+        '--fleet-workers <n>',
+        'fan-in: processes the devices are spread over [one per 2500 devices, at most 4]',
+      ).argParser(positiveInt),
+    )
     .addOption(new Option('--streams <n>', 'open streams [1000; quick 50]').argParser(positiveInt))
     .addOption(
       new Option(
@@ -115,6 +121,7 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     warmup?: number;
     concurrency?: number[];
     devices?: number;
+    fleetWorkers?: number;
     streams?: number;
     rates?: number[];
     throughputDevices?: number;
@@ -138,6 +145,7 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     warmupS: raw.warmup ?? d.warmupS,
     concurrency: raw.concurrency ?? d.concurrency,
     devices: raw.devices ?? d.devices,
+    fleetWorkers: raw.fleetWorkers,
     streams: raw.streams ?? d.streams,
     rates: raw.rates ?? d.rates,
     throughputDevices: raw.throughputDevices ?? d.throughputDevices,

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { keepAliveAgent, postJson } from '../lib/client';
 import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import { MB } from '../lib/context';
-import { Fleet } from '../lib/fleet';
+import { Fleet, FleetGroup, fleetWorkersFor } from '../lib/fleet';
 import { kb, mb, mdTable, num } from '../lib/format';
 import { scrape } from '../lib/metrics';
 import { openLoop } from '../lib/load';
@@ -50,21 +50,22 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
   await collectGarbage(stack.dispatcher.proc);
   const rssIdle = rssBytes(dispatcherPid);
   const heapIdle = (await scrape(stack.dispatcher.url))?.heapUsed ?? null;
-  const fleet = Fleet.spawn('fanin-fleet');
-  ctx.track(fleet.proc);
+  const fleet = FleetGroup.spawn('fanin-fleet', opts.fleetWorkers ?? fleetWorkersFor(devices), devices);
+  fleet.procs.forEach((p) => ctx.track(p));
   try {
-    ctx.log(`fan-in: connecting ${devices} devices at once (socket.io clients speaking the device protocol)`);
+    ctx.log(
+      `fan-in: connecting ${devices} devices at once from ${fleet.fleets.length} process(es) ` +
+        '(socket.io clients speaking the device protocol)',
+    );
     const t0 = performance.now();
-    fleet.onProgress = (p) =>
+    const report = await fleet.connectProbes(stack.dispatcher.url, tokens, [MODEL], (p) =>
       ctx.log(
         `fan-in: ${p.announced}/${devices} announced after ${num((performance.now() - t0) / 1000, 0)} s; ` +
           `connect errors ${JSON.stringify(p.connectErrors)}, disconnects ${JSON.stringify(p.disconnects)}`,
-      );
-    const connected = fleet.next('connected');
-    fleet.send({ type: 'start', mode: 'probe', server: stack.dispatcher.url, tokens, models: [MODEL] });
-    const report = await connected;
+      ),
+    );
     const allAnnouncedMs = performance.now() - t0;
-    await waitOnline(ctx.target.redisUrl, MODEL, devices - report.failed, { procs: [fleet.proc] });
+    await waitOnline(ctx.target.redisUrl, MODEL, devices - report.failed, { procs: fleet.procs });
     const allOnlineMs = performance.now() - t0;
     const connect = summarize(report.connectMs);
     await sleep(2_000);

@@ -6,7 +6,10 @@ import { Fleet, FleetGroup, fleetWorkersFor } from '../lib/fleet';
 import { kb, mb, mdTable, num } from '../lib/format';
 import { scrape } from '../lib/metrics';
 import { openLoop } from '../lib/load';
+import { cpuLine, measureCpu } from '../lib/cpu-window';
 import { rssBytes } from '../lib/procfs';
+import type { CpuGroup } from '../lib/procfs';
+import { PostgresProcesses, redisPid } from '../lib/services';
 import { collectGarbage, sleep, waitOnline } from '../lib/stack';
 import { rounded, summarize } from '../lib/stats';
 
@@ -14,6 +17,8 @@ const MODEL = 'bench-fanin';
 /** The issue's bound on the dispatcher's resident memory with 1,000 devices. */
 const RSS_LIMIT = 200 * MB;
 const WARM_REQUESTS = 10;
+/** CPU is measured this long with every device connected and idle. */
+const IDLE_WINDOW_MS = 5_000;
 const epochMs = () => performance.timeOrigin + performance.now();
 
 export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioResult> {
@@ -68,7 +73,20 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     await waitOnline(ctx.target.redisUrl, MODEL, devices - report.failed, { procs: fleet.procs });
     const allOnlineMs = performance.now() - t0;
     const connect = summarize(report.connectMs);
-    await sleep(2_000);
+    const postgres = new PostgresProcesses(ctx.target.databaseUrl);
+    await postgres.connect();
+    const redis = await redisPid(ctx.target.redisUrl);
+    const groups: CpuGroup[] = [
+      { name: 'api', pids: () => [stack.api.proc.pid] },
+      { name: 'dispatcher', pids: () => [dispatcherPid] },
+      { name: 'devices', pids: () => fleet.procs.map((p) => p.pid) },
+      postgres,
+      { name: 'redis', pids: () => (redis ? [redis] : []) },
+      { name: 'bench', pids: () => [process.pid] },
+    ];
+    // Every device connected and idle: what heartbeats and renewals cost.
+    const { cpu: cpuIdle } = await measureCpu(groups, () => sleep(IDLE_WINDOW_MS));
+    ctx.log(`fan-in: CPU with ${devices} idle devices: ${cpuLine(cpuIdle)}`);
     await collectGarbage(stack.dispatcher.proc);
     const rssConnected = rssBytes(dispatcherPid);
     const heapConnected = (await scrape(stack.dispatcher.url))?.heapUsed ?? null;
@@ -113,8 +131,10 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       rssPeak = Math.max(rssPeak, rssBytes(dispatcherPid) ?? 0);
     }, 250);
     ctx.markLoad('start');
-    const run = await load(opts.durationS * 1000, true);
+    const { result: run, cpu: cpuLoad } = await measureCpu(groups, () => load(opts.durationS * 1000, true));
     ctx.markLoad('end');
+    await postgres.close();
+    ctx.log(`fan-in: CPU under load: ${cpuLine(cpuLoad)}`);
     closed = true;
     const completed = latencies.length;
     const cut = performance.now();
@@ -185,8 +205,10 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       title: `Device fan-in (${devices} devices on one dispatcher)`,
       table,
       notes: [
-        `${devices} socket.io connections opened at once from one process, each a minimal device that announces, acks each ` +
-          'task:assign, and answers with one delta and done at once; the assignment time is taken when task:assign arrives.',
+        `${devices} socket.io connections opened at once from ${fleet.fleets.length} process(es), each a minimal device that ` +
+          'announces, acks each task:assign, and answers with one delta and done at once; the assignment time is taken ' +
+          'when task:assign arrives.',
+        `CPU (% of one core) with every device connected and idle: ${cpuLine(cpuIdle)}; under load: ${cpuLine(cpuLoad)}.`,
         'Dispatcher memory: cold = started, no device yet; idle = after two devices and a few requests came and went ' +
           "(what it loads once: Prisma's query compiler, BullMQ's scripts); connected = every device connected, idle; " +
           `all three right after a full garbage collection. RSS per connected device: ${kb(
@@ -228,6 +250,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         enqueue_to_assign_ms: rounded(e2a),
         request_to_assign_ms: rounded(r2a),
         completion_ms: rounded(latency),
+        cpu_percent: { idle: cpuIdle, load: cpuLoad },
       },
     };
   } finally {

@@ -31,13 +31,9 @@ import { DeviceSession } from './device-session';
 import { DeviceStates } from './device-states.service';
 import type { DeviceSocket } from './device-session';
 import { EventBudget } from './event-budget';
+import { heartbeat } from './heartbeat';
 import { PresenceService } from './presence.service';
 
-/**
- * socket.io's own heartbeat: the server pings every PING_INTERVAL_MS and drops a device that has not
- * answered within the rest of DEVICE_INACTIVITY_MS (frozen, network gone).
- */
-const PING_INTERVAL_MS = 5_000;
 /** The events a device may send; any other name is an invalid event. */
 const INBOUND_EVENTS = new Set<unknown>([
   DEVICE_EVENTS.announce,
@@ -99,8 +95,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       this.adapterHost.httpAdapter.getHttpServer(),
       {
         transports: ['websocket'],
-        pingInterval: PING_INTERVAL_MS,
-        pingTimeout: Math.max(1_000, this.config.DEVICE_INACTIVITY_MS - PING_INTERVAL_MS),
+        ...heartbeat(this.config.DEVICE_INACTIVITY_MS),
         // A larger event closes the device's connection before it is parsed.
         maxHttpBufferSize: this.config.DEVICE_MAX_EVENT_BYTES,
         perMessageDeflate: false,

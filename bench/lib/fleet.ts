@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { FleetCommand, FleetReport } from '../fleet-worker';
 import type { Proc } from './stack';
 import { sleep, startNode } from './stack';
@@ -82,6 +83,22 @@ export function fleetWorkersFor(devices: number): number {
   return Math.min(MAX_WORKERS, Math.max(1, Math.ceil(devices / DEVICES_PER_WORKER)));
 }
 
+/**
+ * Handshakes under way at once, across the group: nine tenths of the kernel's cap on a listening
+ * socket's accept queue (net.core.somaxconn, 4096 here). Ten thousand connects at once overflow it
+ * whatever the server does (nstat: ListenOverflows), the kernel drops the handshakes, and the clients
+ * try again after 1, 3, 7 s: the bench would measure TCP's retransmission timer.
+ */
+export function handshakeWindow(): number {
+  let somaxconn = 4096;
+  try {
+    somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim()) || somaxconn;
+  } catch {
+    // not Linux
+  }
+  return Math.max(100, Math.floor(somaxconn * 0.9));
+}
+
 /** How often a group's merged progress is reported while devices connect. */
 const PROGRESS_EVERY_MS = 5_000;
 
@@ -125,6 +142,7 @@ export class FleetGroup {
     onProgress?: (progress: Progress) => void,
   ): Promise<Connected> {
     const share = Math.ceil(tokens.length / this.fleets.length);
+    const window = Math.ceil(handshakeWindow() / this.fleets.length);
     const latest: (Progress | undefined)[] = this.fleets.map(() => undefined);
     const reports = this.fleets.map((fleet, i) => {
       fleet.onProgress = (p) => (latest[i] = p);
@@ -137,7 +155,14 @@ export class FleetGroup {
         };
         return r;
       });
-      fleet.send({ type: 'start', mode: 'probe', server, tokens: tokens.slice(i * share, (i + 1) * share), models });
+      fleet.send({
+        type: 'start',
+        mode: 'probe',
+        server,
+        tokens: tokens.slice(i * share, (i + 1) * share),
+        models,
+        window,
+      });
       return connected;
     });
     const ticker = onProgress && setInterval(() => onProgress(FleetGroup.sum(latest)), PROGRESS_EVERY_MS);

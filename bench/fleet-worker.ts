@@ -32,6 +32,8 @@ export type FleetCommand =
       server: string;
       tokens: string[];
       models: string[];
+      /** The models of each token's device, instead of `models` for all. */
+      modelsOf?: string[][];
       /** Handshakes under way at most at once (default: all). */
       window?: number;
     }
@@ -126,7 +128,8 @@ function startProbes(command: Extract<FleetCommand, { mode: 'probe' }>): void {
   const launch = () => {
     while (next < command.tokens.length && next - settled < window) {
       const started = performance.now();
-      const probe = new WireProbe(server, command.tokens[next++], announce, {
+      const models = command.modelsOf?.[next];
+      const probe = new WireProbe(server, command.tokens[next++], models ? { ...announce, models } : announce, {
         announced: (ok) => {
           if (ok) {
             connectMs.push(performance.now() - started);

@@ -19,6 +19,9 @@ export interface BenchOptions {
   throughputDevices: number;
   /** Offered load while assignment latency is measured in the fan-in scenario. */
   faninRate: number;
+  /** Queues of the queues scenario (half direct, half network), and the requests/s spread across them. */
+  queues: number;
+  queuesRate: number;
   /** Usage: tasks of the big organization in the generated month, and timed runs per query. */
   usageTasks: number;
   usageRuns: number;

@@ -138,9 +138,11 @@ export class FleetGroup {
   async connectProbes(
     server: string,
     tokens: string[],
-    models: string[],
+    models: string[] | string[][],
     onProgress?: (progress: Progress) => void,
   ): Promise<Connected> {
+    // One list for every device, or one per token.
+    const perToken = models.length > 0 && Array.isArray(models[0]) ? (models as string[][]) : undefined;
     const share = Math.ceil(tokens.length / this.fleets.length);
     const window = Math.ceil(handshakeWindow() / this.fleets.length);
     const latest: (Progress | undefined)[] = this.fleets.map(() => undefined);
@@ -160,7 +162,8 @@ export class FleetGroup {
         mode: 'probe',
         server,
         tokens: tokens.slice(i * share, (i + 1) * share),
-        models,
+        models: perToken ? [] : (models as string[]),
+        modelsOf: perToken?.slice(i * share, (i + 1) * share),
         window,
       });
       return connected;

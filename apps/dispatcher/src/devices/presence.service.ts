@@ -1,12 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { LOGGER, PRESENCE_TTL_MS, encodePresenceMember, keys } from '@app/common';
 import type { Logger } from '@app/common';
 import { RedisBatch } from '../infra/redis-batch';
-import { REDIS } from '../infra/redis.providers';
-import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
+
+/** Entries are renewed every third of their lifetime, a tenth of the devices at a time. */
+const RENEW_MS = PRESENCE_TTL_MS / 3;
+const RENEW_SLICES = 10;
 
 /** A (pool, model) of presence: its key and the message that tells apis it changed (`pool model`). */
 interface Place {
@@ -30,24 +31,23 @@ interface Entry {
 @Injectable()
 export class PresenceService implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
+  private slice = 0;
   /** What this dispatcher last wrote per device, to withdraw exactly that. */
   private readonly written = new Map<string, Entry[]>();
   /** One Place per (pool, model), shared by every device's entries. */
   private readonly places = new Map<string, Place>();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
     private readonly batch: RedisBatch,
-    private readonly registry: DeviceRegistry,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   onModuleInit(): void {
     this.timer = setInterval(() => {
-      this.refreshAll().catch((err: unknown) =>
+      this.refreshSlice().catch((err: unknown) =>
         this.logger.warn({ err: (err as Error).message }, 'presence renewal failed; retrying at the next one'),
       );
-    }, PRESENCE_TTL_MS / 3);
+    }, RENEW_MS / RENEW_SLICES);
     this.timer.unref();
   }
 
@@ -113,29 +113,40 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     return done;
   }
 
-  private async refreshAll(): Promise<void> {
+  /**
+   * Renews one slice of the devices' entries (by position): a slice every RENEW_MS / RENEW_SLICES,
+   * so that each entry is renewed every third of its lifetime without ten thousand members going
+   * out in one command (which Redis runs while every other client waits) and one burst of garbage.
+   */
+  private async refreshSlice(): Promise<void> {
+    const slice = this.slice;
+    this.slice = (slice + 1) % RENEW_SLICES;
     const now = Date.now();
-    const byKey = new Map<string, string[]>();
-    for (const session of this.registry.all()) {
-      for (const entry of this.written.get(session.id) ?? []) {
-        let members = byKey.get(entry.place.key);
-        if (!members) {
-          members = [];
-          byKey.set(entry.place.key, members);
+    const byKey = new Map<string, (string | number)[]>();
+    let i = 0;
+    for (const entries of this.written.values()) {
+      if (i++ % RENEW_SLICES !== slice) {
+        continue;
+      }
+      for (const entry of entries) {
+        let args = byKey.get(entry.place.key);
+        if (!args) {
+          args = [];
+          byKey.set(entry.place.key, args);
         }
-        members.push(entry.member);
+        args.push(now + PRESENCE_TTL_MS, entry.member);
       }
     }
     if (byKey.size === 0) {
       return;
     }
-    const pipeline = this.redis.pipeline();
-    for (const [key, members] of byKey) {
-      pipeline.zadd(key, ...members.flatMap((m) => [now + PRESENCE_TTL_MS, m]));
-      pipeline.pexpire(key, PRESENCE_TTL_MS * 2);
-      // Drop entries of devices whose dispatcher died without withdrawing them.
-      pipeline.zremrangebyscore(key, '-inf', now);
-    }
-    await pipeline.exec();
+    await this.batch.add((pipeline) => {
+      for (const [key, args] of byKey) {
+        pipeline.zadd(key, ...args);
+        pipeline.pexpire(key, PRESENCE_TTL_MS * 2);
+        // Drop entries of devices whose dispatcher died without withdrawing them.
+        pipeline.zremrangebyscore(key, '-inf', now);
+      }
+    });
   }
 }

@@ -107,12 +107,19 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       rssPeak = Math.max(rssPeak, rssBytes(dispatcherPid) ?? 0);
     }, 250);
     ctx.markLoad('start');
+    // prom-client's event-loop delay histogram restarts at each scrape: this one opens the window.
+    await scrape(stack.dispatcher.url);
     const { result: run, cpu: cpuLoad } = await measureCpu(groups, () =>
       load.run(opts.faninRate, opts.durationS * 1000, true),
     );
+    const loopLoad = await scrape(stack.dispatcher.url);
     ctx.markLoad('end');
     await postgres.close();
     ctx.log(`fan-in: CPU under load: ${cpuLine(cpuLoad)}`);
+    const loopText = loopLoad
+      ? `${num(loopLoad.lagP50)} / ${num(loopLoad.lagP99)} / ${num(loopLoad.lagMax)} ms`
+      : 'not exposed';
+    ctx.log(`fan-in: dispatcher event-loop delay under load p50/p99/max ${loopText}`);
     const completed = load.close(run);
     clearInterval(sampler);
     const rssAfter = rssBytes(dispatcherPid);
@@ -194,7 +201,8 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
           "handshakes under way (below the kernel's accept-queue cap), each a minimal device on a bare socket " +
           '(bench/lib/wire-probe.ts, the socket.io protocol written by hand) that announces, acks each task:assign, and ' +
           'answers with one delta and done at once; the assignment time is taken when task:assign arrives.',
-        `CPU (% of one core) with every device connected and idle: ${cpuLine(cpuIdle)}; under load: ${cpuLine(cpuLoad)}.`,
+        `CPU (% of one core) with every device connected and idle: ${cpuLine(cpuIdle)}; under load: ${cpuLine(cpuLoad)}. ` +
+          `The dispatcher's event-loop delay under load (its /metrics) p50/p99/max: ${loopText}.`,
         'Dispatcher memory: cold = started, no device yet; idle = after two devices and a few requests came and went ' +
           "(what it loads once: Prisma's query compiler, BullMQ's scripts); connected = every device connected, idle; " +
           `all three right after a full garbage collection. RSS per connected device: ${kb(
@@ -238,6 +246,9 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         request_to_assign_ms: rounded(r2a),
         completion_ms: rounded(latency),
         cpu_percent: { idle: cpuIdle, load: cpuLoad },
+        dispatcher_event_loop_delay_ms: loopLoad
+          ? { p50: loopLoad.lagP50, p99: loopLoad.lagP99, max: loopLoad.lagMax }
+          : null,
       },
     };
   } finally {

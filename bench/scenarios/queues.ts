@@ -16,6 +16,7 @@ import { rounded, summarize } from '../lib/stats';
 
 /** Issue 14: a dispatcher's Redis connections are a constant, the same with 1 queue or 2,000. */
 const MAX_CONNECTIONS = 12;
+const TARGET_QUEUES = 2_000;
 /** Organizations set up at once (each a handful of statements). */
 const SETUP_CONCURRENCY = 8;
 /** How often the dispatcher's connections and memory are sampled under load. */
@@ -228,7 +229,10 @@ export async function queuesScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRe
         target: `Queues: dispatcher Redis connections, 1 queue and ${queues} queues`,
         goal: `≤ ${MAX_CONNECTIONS}, the same`,
         measured: `${one.clients.count} and ${many.clients.count}`,
-        pass: one.clients.count <= MAX_CONNECTIONS && many.clients.count <= MAX_CONNECTIONS && constant,
+        pass:
+          queues >= TARGET_QUEUES
+            ? one.clients.count <= MAX_CONNECTIONS && many.clients.count <= MAX_CONNECTIONS && constant
+            : null,
       },
     ];
     const firstError = many.firstError ?? one.firstError;

@@ -164,27 +164,15 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       case DEVICE_EVENTS.announce:
         void this.onAnnounce(session, raw, ack);
         return;
-      case DEVICE_EVENTS.delta: {
-        const payload = this.validate(session, deltaSchema, raw, DEVICE_EVENTS.delta);
-        if (payload) {
-          this.registry.events.onDelta(session, payload);
-        }
+      case DEVICE_EVENTS.delta:
+        this.deliver(session, deltaSchema, raw, event, (p) => this.registry.events.onDelta(session, p));
         return;
-      }
-      case DEVICE_EVENTS.done: {
-        const payload = this.validate(session, doneSchema, raw, DEVICE_EVENTS.done);
-        if (payload) {
-          this.registry.events.onDone(session, payload);
-        }
+      case DEVICE_EVENTS.done:
+        this.deliver(session, doneSchema, raw, event, (p) => this.registry.events.onDone(session, p));
         return;
-      }
-      case DEVICE_EVENTS.error: {
-        const payload = this.validate(session, taskErrorSchema, raw, DEVICE_EVENTS.error);
-        if (payload) {
-          this.registry.events.onError(session, payload);
-        }
+      case DEVICE_EVENTS.error:
+        this.deliver(session, taskErrorSchema, raw, event, (p) => this.registry.events.onError(session, p));
         return;
-      }
       default:
         // Not an event a device may send: without this it would cost the device nothing to send forever.
         this.logger.warn(
@@ -255,6 +243,20 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     this.presence
       .withdraw(session)
       .catch((err: unknown) => this.logger.warn({ err, deviceId: session.id }, 'presence withdrawal failed'));
+  }
+
+  /** A task event, once its payload passed its schema, to the registry's listener. */
+  private deliver<T>(
+    session: DeviceSession,
+    schema: z.ZodType<T>,
+    raw: unknown,
+    event: string,
+    to: (payload: T) => void,
+  ): void {
+    const payload = this.validate(session, schema, raw, event);
+    if (payload) {
+      to(payload);
+    }
   }
 
   /** A device is not trusted: every payload is checked, and a bad one is counted and dropped. */

@@ -1,18 +1,10 @@
 import { performance } from 'node:perf_hooks';
-import { io } from 'socket.io-client';
-import type { Socket } from 'socket.io-client';
 import { createLogger } from '@app/common/logging/logger';
-import type {
-  AnnouncePayload,
-  AssignAck,
-  AssignPayload,
-  DeviceToServerEvents,
-  ServerToDeviceEvents,
-} from '@app/common/protocol/device-protocol';
-import { DEVICE_NAMESPACE, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
-import { DeviceAgent, backoffDelay } from '../apps/device/src/agent';
+import type { AnnouncePayload } from '@app/common/protocol/device-protocol';
+import { DeviceAgent } from '../apps/device/src/agent';
 import { createBackend } from '../apps/device/src/backends';
 import { parseArgs } from '../apps/device/src/options';
+import { WireProbe } from './lib/wire-probe';
 
 /**
  * Many devices in one process, driven by the bench over IPC. One agent process per device would
@@ -21,9 +13,9 @@ import { parseArgs } from '../apps/device/src/options';
  *
  * - `agents`: the product's agent exactly as `switchyard-device <args>` builds it (its own argument
  *   parser, backend factory and DeviceAgent), once per token, without the per-process signal handling;
- * - `probe`: a minimal device speaking the protocol directly (announce, ack, one delta, done), which
- *   timestamps each task:assign as it arrives, for assignment latency; and the time each connection
- *   took to be announced.
+ * - `probe`: a minimal device speaking the protocol on a bare socket (bench/lib/wire-probe.ts:
+ *   announce, ack, one delta, done), which timestamps each task:assign as it arrives, for assignment
+ *   latency; and the time each connection took to be announced.
  */
 export type FleetCommand =
   | {
@@ -34,7 +26,17 @@ export type FleetCommand =
       /** switchyard-device arguments after --server and --token, e.g. --backend sim --model x. */
       args: string[];
     }
-  | { type: 'start'; mode: 'probe'; server: string; tokens: string[]; models: string[] }
+  | {
+      type: 'start';
+      mode: 'probe';
+      server: string;
+      tokens: string[];
+      models: string[];
+      /** The models of each token's device, instead of `models` for all. */
+      modelsOf?: string[][];
+      /** Handshakes under way at most at once (default: all). */
+      window?: number;
+    }
   | { type: 'collect' }
   | { type: 'stop' };
 
@@ -52,14 +54,12 @@ export type FleetReport =
   | { type: 'error'; message: string };
 
 const send = (report: FleetReport) => process.send?.(report);
-/** Epoch milliseconds with sub-millisecond precision, comparable across processes of this machine. */
-const epochMs = () => performance.timeOrigin + performance.now();
 /** A storm of connections takes a while on a small machine; a probe that is not announced by then counts as failed. */
-const CONNECT_TIMEOUT_MS = 60_000;
+const CONNECT_TIMEOUT_MS = 120_000;
 const PROGRESS_EVERY_MS = 5_000;
 
 const agents: DeviceAgent[] = [];
-const probes: Socket<ServerToDeviceEvents, DeviceToServerEvents>[] = [];
+const probes: WireProbe[] = [];
 let assigns: [string, number][] = [];
 
 function startAgents(command: Extract<FleetCommand, { mode: 'agents' }>): void {
@@ -103,14 +103,6 @@ function startProbes(command: Extract<FleetCommand, { mode: 'probe' }>): void {
     () => send({ type: 'progress', announced: connectMs.length, connectErrors, disconnects }),
     PROGRESS_EVERY_MS,
   );
-  const settle = () => {
-    settled++;
-    if (settled === command.tokens.length) {
-      clearTimeout(timer);
-      clearInterval(progress);
-      send({ type: 'connected', connectMs, failed, connectErrors, disconnects });
-    }
-  };
   const timer = setTimeout(() => {
     clearInterval(progress);
     send({
@@ -129,66 +121,50 @@ function startProbes(command: Extract<FleetCommand, { mode: 'probe' }>): void {
     available: true,
     running_task: null,
   };
-  for (const token of command.tokens) {
-    const started = performance.now();
-    let announced = false;
-    const socket: Socket<ServerToDeviceEvents, DeviceToServerEvents> = io(`${command.server}${DEVICE_NAMESPACE}`, {
-      transports: ['websocket'],
-      auth: { token, protocol: PROTOCOL_VERSION },
-      forceNew: true,
-      reconnection: true,
-      reconnectionDelay: 500,
-    });
-    socket.on('connect', () => {
-      socket.emit('announce', announce, (answer) => {
-        if (!announced) {
-          announced = true;
-          if (answer.ok) {
+  const server = new URL(command.server);
+  const window = command.window ?? command.tokens.length;
+  let next = 0;
+  // At most `window` handshakes under way at a time (see FleetGroup): each settled one starts the next.
+  const launch = () => {
+    while (next < command.tokens.length && next - settled < window) {
+      const started = performance.now();
+      const models = command.modelsOf?.[next];
+      const probe = new WireProbe(server, command.tokens[next++], models ? { ...announce, models } : announce, {
+        announced: (ok) => {
+          if (ok) {
             connectMs.push(performance.now() - started);
           } else {
             failed++;
           }
           settle();
-        }
+        },
+        assigned: (address, at) => assigns.push([address, at]),
+        connectError: (reason) => (connectErrors[reason] = (connectErrors[reason] ?? 0) + 1),
+        disconnected: (reason) => (disconnects[reason] = (disconnects[reason] ?? 0) + 1),
       });
-    });
-    let attempts = 0;
-    socket.on('connect_error', (error) => {
-      connectErrors[error.message] = (connectErrors[error.message] ?? 0) + 1;
-      if (!socket.active) {
-        // Refused by the server (not a network failure): socket.io leaves retrying to the device, and
-        // the product's agent retries with this backoff, so the probe does the same.
-        setTimeout(() => socket.connect(), backoffDelay(attempts++));
-      }
-    });
-    socket.on('disconnect', (reason) => {
-      disconnects[reason] = (disconnects[reason] ?? 0) + 1;
-    });
-    socket.on('task:assign', (payload: AssignPayload, ack: (answer: AssignAck) => void) => {
-      assigns.push([payload.task_address, epochMs()]);
-      ack({ accepted: true });
-      socket.emit('task:delta', {
-        task_address: payload.task_address,
-        seq: 0,
-        choices: [{ index: 0, content: 'ok' }],
-      });
-      socket.emit('task:done', {
-        task_address: payload.task_address,
-        seq: 1,
-        finish_reasons: ['stop'],
-        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-      });
-    });
-    probes.push(socket);
-  }
+      probes.push(probe);
+      probe.start();
+    }
+  };
+  const settle = () => {
+    settled++;
+    if (settled === command.tokens.length) {
+      clearTimeout(timer);
+      clearInterval(progress);
+      send({ type: 'connected', connectMs, failed, connectErrors, disconnects });
+    } else {
+      launch();
+    }
+  };
+  launch();
 }
 
 function stop(): void {
   for (const agent of agents) {
     agent.shutdown('SIGTERM');
   }
-  for (const socket of probes) {
-    socket.disconnect();
+  for (const probe of probes) {
+    probe.stop();
   }
   // Give the disconnects a moment to reach the dispatcher, then go.
   setTimeout(() => process.exit(0), 500).unref();

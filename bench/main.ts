@@ -13,6 +13,7 @@ import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } 
 import type { Proc, ProfileOptions } from './lib/stack';
 import { faninScenario } from './scenarios/fanin';
 import { fairnessScenario } from './scenarios/fairness';
+import { queuesScenario } from './scenarios/queues';
 import { relayScenario } from './scenarios/relay';
 import { streamsScenario } from './scenarios/streams';
 import { throughputScenario } from './scenarios/throughput';
@@ -20,14 +21,16 @@ import { usageScenario } from './scenarios/usage';
 
 /**
  * `npm run bench`: starts Switchyard's processes on the local Postgres and Redis (a database and a
- * Redis database of the bench's own, wiped first), runs the scenarios of issue 6 (and the usage
- * queries of issue 16, which need a database only), prints the tables, and writes
- * bench/results/<date>.json and the results sections of docs/benchmarks.md.
+ * Redis database of the bench's own, wiped first), runs the scenarios of issue 6 (with the fan-in
+ * and queues targets of issue 14, and the usage queries of issue 16, which need a database only),
+ * prints the tables, and writes bench/results/<date>.json and the results sections of
+ * docs/benchmarks.md.
  */
 const SCENARIOS = {
   relay: relayScenario,
   throughput: throughputScenario,
   fanin: faninScenario,
+  queues: queuesScenario,
   streams: streamsScenario,
   fairness: fairnessScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),

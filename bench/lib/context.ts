@@ -10,6 +10,8 @@ export interface BenchOptions {
   concurrency: number[];
   /** Devices of the fan-in scenario. */
   devices: number;
+  /** Processes the fan-in devices are spread over; undefined: one per 2,500 devices, at most 4. */
+  fleetWorkers?: number;
   /** Open streams of the streams scenario. */
   streams: number;
   /** Offered loads of the throughput scenario, completions per second. */
@@ -17,6 +19,9 @@ export interface BenchOptions {
   throughputDevices: number;
   /** Offered load while assignment latency is measured in the fan-in scenario. */
   faninRate: number;
+  /** Queues of the queues scenario (half direct, half network), and the requests/s spread across them. */
+  queues: number;
+  queuesRate: number;
   /** Usage: tasks of the big organization in the generated month, and timed runs per query. */
   usageTasks: number;
   usageRuns: number;

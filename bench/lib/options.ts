@@ -12,6 +12,8 @@ const DEFAULTS = {
     rates: [50, 100, 200, 400, 600, 800, 1000, 1200, 1400],
     throughputDevices: 100,
     faninRate: 50,
+    queues: 2000,
+    queuesRate: 100,
     usageTasks: 10_000_000,
     usageRuns: 7,
   },
@@ -24,6 +26,8 @@ const DEFAULTS = {
     rates: [50, 100],
     throughputDevices: 10,
     faninRate: 20,
+    queues: 100,
+    queuesRate: 20,
     usageTasks: 200_000,
     usageRuns: 3,
   },
@@ -57,7 +61,7 @@ const scenarioList = (known: string[]) => (value: string) => {
 export function parseOptions(argv: string[], known: string[]): BenchOptions {
   const program = new Command('bench')
     .description(
-      'Switchyard benchmark: relay overhead, throughput, device fan-in, open streams (issue 6), usage queries',
+      'Switchyard benchmark: relay overhead, throughput, device fan-in, queues, open streams (issue 6), usage queries',
     )
     .addOption(
       new Option('--scenarios <list>', `comma-separated: ${known.join(',')}`)
@@ -68,6 +72,12 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     .addOption(new Option('--warmup <s>', 'seconds of warm-up before each scenario [3; quick 1]').argParser(positive))
     .addOption(new Option('--concurrency <list>', 'relay: concurrent streams [1,16,64; quick 1,4]').argParser(intList))
     .addOption(new Option('--devices <n>', 'fan-in: devices on one dispatcher [1000; quick 50]').argParser(positiveInt))
+    .addOption(
+      new Option(
+        '--fleet-workers <n>',
+        'fan-in: processes the devices are spread over [one per 2500 devices, at most 4]',
+      ).argParser(positiveInt),
+    )
     .addOption(new Option('--streams <n>', 'open streams [1000; quick 50]').argParser(positiveInt))
     .addOption(
       new Option(
@@ -80,6 +90,17 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     )
     .addOption(
       new Option('--fanin-rate <n>', 'fan-in: requests/s while measuring assignment [50; quick 20]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--queues <n>',
+        'queues: queues on one dispatcher, half direct (an org and its device each), half network [2000; quick 100]',
+      ).argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--queues-rate <n>', 'queues: requests/s spread across the queues [100; quick 20]').argParser(
         positiveInt,
       ),
     )
@@ -115,10 +136,13 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     warmup?: number;
     concurrency?: number[];
     devices?: number;
+    fleetWorkers?: number;
     streams?: number;
     rates?: number[];
     throughputDevices?: number;
     faninRate?: number;
+    queues?: number;
+    queuesRate?: number;
     usageTasks?: number;
     usageRuns?: number;
     relayTokens: number;
@@ -138,10 +162,13 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     warmupS: raw.warmup ?? d.warmupS,
     concurrency: raw.concurrency ?? d.concurrency,
     devices: raw.devices ?? d.devices,
+    fleetWorkers: raw.fleetWorkers,
     streams: raw.streams ?? d.streams,
     rates: raw.rates ?? d.rates,
     throughputDevices: raw.throughputDevices ?? d.throughputDevices,
     faninRate: raw.faninRate ?? d.faninRate,
+    queues: raw.queues ?? d.queues,
+    queuesRate: raw.queuesRate ?? d.queuesRate,
     usageTasks: raw.usageTasks ?? d.usageTasks,
     usageRuns: raw.usageRuns ?? d.usageRuns,
     relayTokens: raw.relayTokens,

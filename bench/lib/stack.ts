@@ -264,12 +264,14 @@ export class Fixtures {
     return { orgId: org.id, key: key.key };
   }
 
-  /** Another organization with a scheduling weight, the model enabled, and a key. */
-  async org(label: string, weight: number, model: string): Promise<{ orgId: string; key: string }> {
+  /** Another organization with a scheduling weight, its models enabled, and a key. */
+  async org(label: string, weight: number, model: string | string[]): Promise<{ orgId: string; key: string }> {
     const org = await this.admin.createOrg(`bench-${label}-${Date.now().toString(36)}`);
     await this.db.organization.update({ where: { id: org.id }, data: { weight } });
-    await this.db.model.upsert({ where: { id: model }, create: { id: model }, update: {} });
-    await this.admin.enableModel(model, org.name);
+    for (const id of typeof model === 'string' ? [model] : model) {
+      await this.db.model.upsert({ where: { id }, create: { id }, update: {} });
+      await this.admin.enableModel(id, org.name);
+    }
     const key = await this.admin.createKey({ org: org.name, label: 'bench' });
     return { orgId: org.id, key: key.key };
   }
@@ -282,11 +284,19 @@ export class Fixtures {
     await this.admin.enableModel(model, this.orgName);
   }
 
-  /** Registers network devices in one insert (the admin service would take one round trip each) and returns their tokens. */
-  async devices(count: number, prefix: string): Promise<string[]> {
+  /**
+   * Registers devices in one insert (the admin service would take one round trip each) and returns
+   * their tokens: network devices, or device i belongs to `orgIds[i]` (a direct device) when given.
+   */
+  async devices(count: number, prefix: string, orgIds?: string[]): Promise<string[]> {
     const tokens = Array.from({ length: count }, () => newDeviceToken());
     await this.db.device.createMany({
-      data: tokens.map((t, i) => ({ name: `${prefix}-${i}`, tokenHash: t.hash, tokenPrefix: t.prefix })),
+      data: tokens.map((t, i) => ({
+        name: `${prefix}-${i}`,
+        tokenHash: t.hash,
+        tokenPrefix: t.prefix,
+        orgId: orgIds?.[i] ?? null,
+      })),
     });
     return tokens.map((t) => t.secret);
   }
@@ -322,19 +332,19 @@ export async function onlineCount(redisUrl: string, model: string): Promise<numb
   }
 }
 
-/** Waits until `count` devices are online for the model; returns how long that took. */
+/** Waits until `count` devices are online for the model (in the network pool, or `pool`); returns how long that took. */
 export async function waitOnline(
   redisUrl: string,
   model: string,
   count: number,
-  opts: { timeoutMs?: number; procs?: Proc[] } = {},
+  opts: { timeoutMs?: number; procs?: Proc[]; pool?: string } = {},
 ): Promise<number> {
   const started = performance.now();
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
   const redis = createRedis(redisUrl);
   try {
     for (;;) {
-      const online = await redis.zcount(keys.presence('network', model), Date.now(), '+inf');
+      const online = await redis.zcount(keys.presence(opts.pool ?? 'network', model), Date.now(), '+inf');
       if (online >= count) {
         return performance.now() - started;
       }

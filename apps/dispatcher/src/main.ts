@@ -7,6 +7,9 @@ import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
 import { DeviceEvents } from './dispatch/device-events.service';
 
+/** Connections waiting to be accepted (see listen below). */
+const ACCEPT_BACKLOG = 8192;
+
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger('dispatcher', config.LOG_LEVEL);
@@ -16,7 +19,10 @@ async function bootstrap(): Promise<void> {
     { logger: new PinoNestLogger(logger) },
   );
   app.get(DeviceGateway).start();
-  await app.listen(config.DISPATCHER_PORT, config.HOST);
+  // Devices come back all at once when a dispatcher restarts: Node's default accept backlog (511)
+  // overflowed, and the kernel dropped the rest (retried after 1 s, 3 s, 7 s...). The OS caps it
+  // (somaxconn).
+  await app.listen({ port: config.DISPATCHER_PORT, host: config.HOST, backlog: ACCEPT_BACKLOG });
   logger.info({ port: config.DISPATCHER_PORT }, 'dispatcher listening');
 
   // SIGTERM/SIGINT: stop fetching jobs, let tasks in progress finish (SHUTDOWN_GRACE_MS), hand the

@@ -16,17 +16,31 @@ const REVOCATION_CHECK_MS = 1_000;
 /** Connects and disconnects of many devices are recorded together at most this often. */
 const TOUCH_WINDOW_MS = 200;
 
+interface DeviceRow {
+  id: string;
+  org_id: string | null;
+  name: string;
+  revoked_at: Date | null;
+  token_hash: string;
+}
+
 export type AuthResult = DeviceSocketData | { refused: string };
 
 /**
  * Who a connecting device is: its token (stored hashed) and its protocol version, checked at the
  * handshake; and the revocations that must end a connection. Connects and disconnects are recorded
  * as the device's last_seen_at, in batches.
+ *
+ * The tokens of handshakes that arrive together are looked up together, one query for all of them
+ * (while one lookup runs, the next handshakes wait for it and go in the next): when a dispatcher
+ * restarts, all its devices come back at once, and one query each through a pool of ten made the
+ * later ones wait past the pool's connection timeout, refused with `server_error`.
  */
 @Injectable()
 export class DeviceAuth {
   private revocationTimer: NodeJS.Timeout | null = null;
   private readonly touches = new Coalescer((ids: string[]) => this.touchBatch(ids), TOUCH_WINDOW_MS);
+  private readonly lookups = new Coalescer((hashes: string[]) => this.lookupBatch(hashes), 0);
 
   constructor(
     private readonly db: PgService,
@@ -38,11 +52,7 @@ export class DeviceAuth {
     if (!auth.success || !looksLikeDeviceToken(auth.data.token)) {
       return { refused: HANDSHAKE_ERRORS.token };
     }
-    const { rows } = await this.db.sql<{ id: string; org_id: string | null; name: string; revoked_at: Date | null }>(
-      `SELECT id, org_id, name, revoked_at FROM devices WHERE token_hash = $1`,
-      [sha256Hex(auth.data.token)],
-    );
-    const device = rows[0];
+    const device = await this.lookups.submit(sha256Hex(auth.data.token));
     if (!device || device.revoked_at) {
       return { refused: HANDSHAKE_ERRORS.token };
     }
@@ -88,6 +98,15 @@ export class DeviceAuth {
       .catch((err: unknown) =>
         this.logger.warn({ err: (err as Error).message, deviceId }, 'could not record when a device was seen'),
       );
+  }
+
+  private async lookupBatch(hashes: string[]): Promise<(DeviceRow | null)[]> {
+    const { rows } = await this.db.sql<DeviceRow>(
+      `SELECT id, org_id, name, revoked_at, token_hash FROM devices WHERE token_hash = ANY($1::text[])`,
+      [[...new Set(hashes)]],
+    );
+    const byHash = new Map(rows.map((r) => [r.token_hash, r]));
+    return hashes.map((hash) => byHash.get(hash) ?? null);
   }
 
   private async touchBatch(ids: string[]): Promise<void[]> {

@@ -1,35 +1,49 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { DEVICE_STATE_TTL_MS, LOGGER, liveKeys } from '@app/common';
 import type { Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
+import { RedisBatch } from '../infra/redis-batch';
 import { InstanceService } from '../instances/instance.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
 
-/** How often connected devices' states are renewed (their heartbeat time with them). */
+/** How often each connected device's state is renewed (its heartbeat time with it). */
 const RENEW_MS = 5_000;
+/**
+ * Renewals go out a slice of the devices at a time, spread over RENEW_MS: ten thousand devices renewed
+ * at once are twenty thousand commands in one burst, which everything else on the connection (and
+ * Redis) would wait behind.
+ */
+const RENEW_SLICES = 10;
+/**
+ * A slice's renewals in one command: building two commands per device (HSET, PEXPIRE) in the
+ * client cost more than Redis running them.
+ */
+const RENEW_LUA = `for _, key in ipairs(KEYS) do
+  redis.call('HSET', key, 'hb', ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[2])
+end`;
 
 /**
  * What operators see of the devices of this dispatcher (GET /admin/devices, /admin/queues, the
  * dashboard): when each connected, its last heartbeat, what it serves, the task it holds. Kept in
- * Redis, written in the background (never awaited on a task's path), gone with the device, or a while
- * after its dispatcher dies.
+ * Redis, written in the background (never awaited on a task's path) in the dispatcher's batch of
+ * background writes, gone with the device, or a while after its dispatcher dies.
  */
 @Injectable()
 export class DeviceStates implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
+  private slice = 0;
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    private readonly batch: RedisBatch,
     private readonly registry: DeviceRegistry,
     private readonly instance: InstanceService,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   onModuleInit(): void {
-    this.timer = setInterval(() => this.renew(), RENEW_MS);
+    this.timer = setInterval(() => this.renew(), RENEW_MS / RENEW_SLICES);
     this.timer.unref();
   }
 
@@ -39,19 +53,19 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  /** `fresh`: the state of an earlier connection is dropped in the same transaction. */
+  /**
+   * `fresh`: the state of an earlier connection is dropped first. The batch keeps the order of the
+   * commands, so nothing written for this device later in the batch (or in a later one) precedes it.
+   */
   private write(session: DeviceSession, fields: Record<string, string | number>, fresh = false): void {
     const key = liveKeys.device(session.id);
-    const multi = this.redis.multi();
-    if (fresh) {
-      // In the transaction, not as a command of its own: with auto-pipelining a lone DEL is sent
-      // after a MULTI issued in the same tick, and deleted the new state it was meant to precede.
-      multi.del(key);
-    }
-    multi
-      .hset(key, fields)
-      .pexpire(key, DEVICE_STATE_TTL_MS)
-      .exec()
+    this.batch
+      .add((pipeline) => {
+        if (fresh) {
+          pipeline.del(key);
+        }
+        pipeline.hset(key, fields).pexpire(key, DEVICE_STATE_TTL_MS);
+      })
       .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not record a device state'));
   }
 
@@ -73,21 +87,31 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
   }
 
   gone(session: DeviceSession): void {
-    this.redis
-      .del(liveKeys.device(session.id))
+    this.batch
+      .add((pipeline) => pipeline.del(liveKeys.device(session.id)))
       .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not clear a device state'));
   }
 
+  /** One slice of the connected devices (by position, so each is renewed about every RENEW_MS). */
   private renew(): void {
-    const now = Date.now();
-    const pipeline = this.redis.pipeline();
-    for (const session of this.registry.all()) {
-      const key = liveKeys.device(session.id);
-      // The socket answered socket.io's pings so far (a silent one is dropped): its heartbeat is now.
-      pipeline.hset(key, 'hb', now).pexpire(key, DEVICE_STATE_TTL_MS);
+    const slice = this.slice;
+    this.slice = (slice + 1) % RENEW_SLICES;
+    if (this.registry.size === 0) {
+      return;
     }
-    pipeline
-      .exec()
+    const due: string[] = [];
+    let i = 0;
+    for (const session of this.registry.all()) {
+      if (i++ % RENEW_SLICES === slice) {
+        due.push(liveKeys.device(session.id));
+      }
+    }
+    if (due.length === 0) {
+      return;
+    }
+    // The socket answered socket.io's pings so far (a silent one is dropped): its heartbeat is now.
+    this.batch
+      .add((pipeline) => pipeline.eval(RENEW_LUA, due.length, ...due, Date.now(), DEVICE_STATE_TTL_MS))
       .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'device states renewal failed'));
   }
 }

@@ -21,7 +21,8 @@ const SLICE = 500;
 @Injectable()
 export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
-  private cursor = 0;
+  /** Where the last slice ended: a live iterator over the registry, not a copy of it every second. */
+  private cursor: IterableIterator<DeviceSession> | null = null;
   private running = false;
 
   constructor(
@@ -49,10 +50,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     }
     this.running = true;
     try {
-      const all = [...this.registry.all()].filter((s) => s.announced);
-      this.cursor = this.cursor >= all.length ? 0 : this.cursor;
-      const slice = all.slice(this.cursor, this.cursor + SLICE);
-      this.cursor += slice.length;
+      const slice = this.nextSlice();
       const decisions = await this.policy.decideMany(
         slice.map((session) => ({ session, models: session.announcedModels })),
       );
@@ -64,9 +62,27 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /** The next SLICE announced devices after the last slice; fewer at the end of the registry, then from its start. */
+  private nextSlice(): DeviceSession[] {
+    const slice: DeviceSession[] = [];
+    this.cursor ??= this.registry.all();
+    for (let next = this.cursor.next(); ; next = this.cursor.next()) {
+      if (next.done) {
+        this.cursor = null;
+        return slice;
+      }
+      if (next.value.announced) {
+        slice.push(next.value);
+        if (slice.length === SLICE) {
+          return slice;
+        }
+      }
+    }
+  }
+
   private apply(session: DeviceSession, models: string[]): void {
-    const now = [...session.models].sort().join('\n');
-    if (now === [...models].sort().join('\n') || this.registry.get(session.id) !== session) {
+    const same = models.length === session.models.length && models.every((m) => session.models.includes(m));
+    if (same || this.registry.get(session.id) !== session) {
       return;
     }
     this.logger.info({ deviceId: session.id, models }, 'the models a device may serve changed');

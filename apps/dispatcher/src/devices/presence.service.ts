@@ -1,43 +1,53 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { LOGGER, PRESENCE_TTL_MS, encodePresenceMember, keys } from '@app/common';
 import type { Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
-import { DeviceRegistry } from './device-registry.service';
+import { RedisBatch } from '../infra/redis-batch';
 import type { DeviceSession } from './device-session';
 
-interface Entry {
+/** Entries are renewed every third of their lifetime, a tenth of the devices at a time. */
+const RENEW_MS = PRESENCE_TTL_MS / 3;
+const RENEW_SLICES = 10;
+
+/** A (pool, model) of presence: its key and the message that tells apis it changed (`pool model`). */
+interface Place {
   key: string;
-  member: string;
-  /** `pool model`, the message that tells apis this presence changed. */
   topic: string;
+}
+
+interface Entry {
+  place: Place;
+  member: string;
 }
 
 /**
  * Publishes which devices are online for each (pool, model), with their features, so that any api
  * instance can answer no_device_available and unsupported_by_node before queueing. Entries expire on
  * their own when a dispatcher dies; live ones are renewed every third of their lifetime. Every change
- * is announced on a channel, so that apis that cache presence drop what changed.
+ * is announced on a channel, so that apis that cache presence drop what changed: once per batch of
+ * background writes, so that ten thousand devices announcing at once are not ten thousand messages to
+ * every api.
  */
 @Injectable()
 export class PresenceService implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
+  private slice = 0;
   /** What this dispatcher last wrote per device, to withdraw exactly that. */
   private readonly written = new Map<string, Entry[]>();
+  /** One Place per (pool, model), shared by every device's entries. */
+  private readonly places = new Map<string, Place>();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
-    private readonly registry: DeviceRegistry,
+    private readonly batch: RedisBatch,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   onModuleInit(): void {
     this.timer = setInterval(() => {
-      this.refreshAll().catch((err: unknown) =>
+      this.refreshSlice().catch((err: unknown) =>
         this.logger.warn({ err: (err as Error).message }, 'presence renewal failed; retrying at the next one'),
       );
-    }, PRESENCE_TTL_MS / 3);
+    }, RENEW_MS / RENEW_SLICES);
     this.timer.unref();
   }
 
@@ -47,78 +57,96 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  private place(pool: string, model: string): Place {
+    const topic = `${pool} ${model}`;
+    let place = this.places.get(topic);
+    if (!place) {
+      place = { key: keys.presence(pool, model), topic };
+      this.places.set(topic, place);
+    }
+    return place;
+  }
+
   private entries(session: DeviceSession): Entry[] {
     const member = encodePresenceMember(session.id, [...session.features]);
-    return session.models.map((model) => ({
-      key: keys.presence(session.pool, model),
-      member,
-      topic: `${session.pool} ${model}`,
-    }));
+    return session.models.map((model) => ({ place: this.place(session.pool, model), member }));
   }
 
   /** Writes (or rewrites, after a change of models, features or availability) a device's presence. */
-  async publish(session: DeviceSession): Promise<void> {
+  publish(session: DeviceSession): Promise<void> {
     const next = session.ready ? this.entries(session) : [];
     const previous = this.written.get(session.id) ?? [];
+    const same = (a: Entry, b: Entry) => a.place === b.place && a.member === b.member;
+    const gone = previous.filter((old) => !next.some((n) => same(n, old)));
+    const added = next.filter((entry) => !previous.some((p) => same(p, entry)));
     const expiry = Date.now() + PRESENCE_TTL_MS;
-    const pipeline = this.redis.pipeline();
-    const changed = new Set<string>();
-    for (const old of previous) {
-      if (!next.some((n) => n.key === old.key && n.member === old.member)) {
-        pipeline.zrem(old.key, old.member);
-        changed.add(old.topic);
-      }
-    }
-    for (const entry of next) {
-      pipeline.zadd(entry.key, expiry, entry.member);
-      pipeline.pexpire(entry.key, PRESENCE_TTL_MS * 2);
-      if (!previous.some((p) => p.key === entry.key && p.member === entry.member)) {
-        changed.add(entry.topic);
-      }
-    }
-    for (const topic of changed) {
-      pipeline.publish(keys.presenceChannel, topic);
-    }
     this.written.set(session.id, next);
-    await pipeline.exec();
+    const done = this.batch.add((pipeline) => {
+      for (const old of gone) {
+        pipeline.zrem(old.place.key, old.member);
+      }
+      for (const entry of next) {
+        pipeline.zadd(entry.place.key, expiry, entry.member);
+        pipeline.pexpire(entry.place.key, PRESENCE_TTL_MS * 2);
+      }
+    });
+    for (const topic of new Set([...gone, ...added].map((e) => e.place.topic))) {
+      void this.batch.publish(keys.presenceChannel, topic);
+    }
+    return done;
   }
 
-  async withdraw(session: DeviceSession): Promise<void> {
+  withdraw(session: DeviceSession): Promise<void> {
     const previous = this.written.get(session.id) ?? [];
     this.written.delete(session.id);
-    if (previous.length > 0) {
-      const pipeline = this.redis.pipeline();
-      for (const old of previous) {
-        pipeline.zrem(old.key, old.member);
-        pipeline.publish(keys.presenceChannel, old.topic);
-      }
-      await pipeline.exec();
+    if (previous.length === 0) {
+      return Promise.resolve();
     }
+    const done = this.batch.add((pipeline) => {
+      for (const old of previous) {
+        pipeline.zrem(old.place.key, old.member);
+      }
+    });
+    for (const old of previous) {
+      void this.batch.publish(keys.presenceChannel, old.place.topic);
+    }
+    return done;
   }
 
-  private async refreshAll(): Promise<void> {
+  /**
+   * Renews one slice of the devices' entries (by position): a slice every RENEW_MS / RENEW_SLICES,
+   * so that each entry is renewed every third of its lifetime without ten thousand members going
+   * out in one command (which Redis runs while every other client waits) and one burst of garbage.
+   */
+  private async refreshSlice(): Promise<void> {
+    const slice = this.slice;
+    this.slice = (slice + 1) % RENEW_SLICES;
     const now = Date.now();
-    const byKey = new Map<string, string[]>();
-    for (const session of this.registry.all()) {
-      for (const entry of this.written.get(session.id) ?? []) {
-        let members = byKey.get(entry.key);
-        if (!members) {
-          members = [];
-          byKey.set(entry.key, members);
+    const byKey = new Map<string, (string | number)[]>();
+    let i = 0;
+    for (const entries of this.written.values()) {
+      if (i++ % RENEW_SLICES !== slice) {
+        continue;
+      }
+      for (const entry of entries) {
+        let args = byKey.get(entry.place.key);
+        if (!args) {
+          args = [];
+          byKey.set(entry.place.key, args);
         }
-        members.push(entry.member);
+        args.push(now + PRESENCE_TTL_MS, entry.member);
       }
     }
     if (byKey.size === 0) {
       return;
     }
-    const pipeline = this.redis.pipeline();
-    for (const [key, members] of byKey) {
-      pipeline.zadd(key, ...members.flatMap((m) => [now + PRESENCE_TTL_MS, m]));
-      pipeline.pexpire(key, PRESENCE_TTL_MS * 2);
-      // Drop entries of devices whose dispatcher died without withdrawing them.
-      pipeline.zremrangebyscore(key, '-inf', now);
-    }
-    await pipeline.exec();
+    await this.batch.add((pipeline) => {
+      for (const [key, args] of byKey) {
+        pipeline.zadd(key, ...args);
+        pipeline.pexpire(key, PRESENCE_TTL_MS * 2);
+        // Drop entries of devices whose dispatcher died without withdrawing them.
+        pipeline.zremrangebyscore(key, '-inf', now);
+      }
+    });
   }
 }

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { APP_CONFIG, FairShare, LOGGER, LineQueues, QUEUE_PREFIX, STALLED_INTERVAL_MS, keys } from '@app/common';
 import type { AppConfig, ChatJobData, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
+import { LINES_REDIS, REDIS } from '../infra/redis.providers';
 
 export type ChatJob = Job<ChatJobData>;
 
@@ -16,8 +16,9 @@ const STALLED_SWEEP_KEY = 'sy:stalled-sweep';
 const MAX_EMPTY_PICKS = 3;
 
 /**
- * Where jobs come from and go back to: BullMQ lines on the dispatcher's one command connection (see
- * LineQueue), taken in fair-share order (see FairShare). A job's lock, held by its token, is the claim;
+ * Where jobs come from and go back to: BullMQ lines, all on the dispatcher's one lines connection
+ * (see LineQueue and LINES_REDIS), taken in fair-share order (see FairShare, on the command
+ * connection). A job's lock, held by its token, is the claim;
  * it lasts longer than any task may (MAX_STREAM_MS), so it is never renewed: a dead dispatcher's jobs
  * are moved by the survivors with the tokens it recorded (see TakeoverService).
  */
@@ -29,10 +30,11 @@ export class JobSource implements OnModuleDestroy {
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
+    @Inject(LINES_REDIS) lines: Redis,
     @Inject(APP_CONFIG) config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
-    this.lines = new LineQueues(redis, config.MAX_STREAM_MS + 60_000, (err) =>
+    this.lines = new LineQueues(lines, config.MAX_STREAM_MS + 60_000, (err) =>
       this.logger.warn({ err: err.message }, 'queue connection error'),
     );
     this.fair = new FairShare(redis);

@@ -30,8 +30,7 @@ export const redisProviders: Provider[] = [
   {
     provide: REDIS,
     inject: [APP_CONFIG],
-    useFactory: (c: AppConfig) =>
-      coalesceWrites(createRedis(c.REDIS_URL, { connectionName: 'switchyard-dispatcher' })),
+    useFactory: (c: AppConfig) => coalesceWrites(createRedis(c.REDIS_URL, { connectionName: 'switchyard-dispatcher' })),
   },
   {
     provide: LINES_REDIS,

@@ -9,7 +9,7 @@ const DEFAULTS = {
     concurrency: [1, 16, 64],
     devices: 1000,
     streams: 1000,
-    rates: [50, 100, 200, 400, 600, 800, 1000, 1200, 1400],
+    rates: [50, 100, 200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800],
     throughputDevices: 100,
     faninRate: 50,
     queues: 2000,
@@ -82,7 +82,7 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     .addOption(
       new Option(
         '--rates <list>',
-        'throughput: offered completions/s [50,100,200,400,600,800,1000,1200,1400; quick 50,100]',
+        'throughput: offered completions/s [50,100,200,400,600,800,1000,1200,1400,1600,1800; quick 50,100]',
       ).argParser(intList),
     )
     .addOption(

@@ -5,6 +5,7 @@ import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import { MB } from '../lib/context';
 import { Fleet, FleetGroup, fleetWorkersFor, handshakeWindow } from '../lib/fleet';
 import { kb, mb, mdTable, num } from '../lib/format';
+import { bucketQuantileMs, scrapeHistogram } from '../lib/histogram';
 import { scrape } from '../lib/metrics';
 import { cpuLine, measureCpu } from '../lib/cpu-window';
 import { rssBytes } from '../lib/procfs';
@@ -22,6 +23,8 @@ const LARGE_RSS_LIMIT = 400 * MB;
 const LARGE_RATE = 200;
 const LARGE_P99_MS = 20;
 const WARM_REQUESTS = 10;
+/** The dispatcher's own time from a job announced (or a device freed) to task:assign sent. */
+const ASSIGN_HISTOGRAM = 'switchyard_assign_seconds';
 /** CPU is measured this long with every device connected and idle. */
 const IDLE_WINDOW_MS = 5_000;
 
@@ -109,10 +112,16 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     ctx.markLoad('start');
     // prom-client's event-loop delay histogram restarts at each scrape: this one opens the window.
     await scrape(stack.dispatcher.url);
+    const assignBefore = await scrapeHistogram(stack.dispatcher.url, ASSIGN_HISTOGRAM);
     const { result: run, cpu: cpuLoad } = await measureCpu(groups, () =>
       load.run(opts.faninRate, opts.durationS * 1000, true),
     );
     const loopLoad = await scrape(stack.dispatcher.url);
+    const assignAfter = await scrapeHistogram(stack.dispatcher.url, ASSIGN_HISTOGRAM);
+    const inside = {
+      p50: bucketQuantileMs(assignBefore, assignAfter, 0.5),
+      p99: bucketQuantileMs(assignBefore, assignAfter, 0.99),
+    };
     ctx.markLoad('end');
     await postgres.close();
     ctx.log(`fan-in: CPU under load: ${cpuLine(cpuLoad)}`);
@@ -120,6 +129,8 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       ? `${num(loopLoad.lagP50)} / ${num(loopLoad.lagP99)} / ${num(loopLoad.lagMax)} ms`
       : 'not exposed';
     ctx.log(`fan-in: dispatcher event-loop delay under load p50/p99/max ${loopText}`);
+    const insideText = `p50 ≤ ${num(inside.p50 ?? Number.NaN)} ms, p99 ≤ ${num(inside.p99 ?? Number.NaN)} ms`;
+    ctx.log(`fan-in: inside the dispatcher, job announced → task:assign sent ${insideText}`);
     const completed = load.close(run);
     clearInterval(sampler);
     const rssAfter = rssBytes(dispatcherPid);
@@ -202,7 +213,8 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
           '(bench/lib/wire-probe.ts, the socket.io protocol written by hand) that announces, acks each task:assign, and ' +
           'answers with one delta and done at once; the assignment time is taken when task:assign arrives.',
         `CPU (% of one core) with every device connected and idle: ${cpuLine(cpuIdle)}; under load: ${cpuLine(cpuLoad)}. ` +
-          `The dispatcher's event-loop delay under load (its /metrics) p50/p99/max: ${loopText}.`,
+          `The dispatcher's event-loop delay under load (its /metrics) p50/p99/max: ${loopText}; inside it, a job ` +
+          `announced (or a device freed) → task:assign sent (switchyard_assign_seconds, to its buckets): ${insideText}.`,
         'Dispatcher memory: cold = started, no device yet; idle = after two devices and a few requests came and went ' +
           "(what it loads once: Prisma's query compiler, BullMQ's scripts); connected = every device connected, idle; " +
           `all three right after a full garbage collection. RSS per connected device: ${kb(
@@ -246,6 +258,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         request_to_assign_ms: rounded(r2a),
         completion_ms: rounded(latency),
         cpu_percent: { idle: cpuIdle, load: cpuLoad },
+        dispatcher_announce_to_assign_ms: inside,
         dispatcher_event_loop_delay_ms: loopLoad
           ? { p50: loopLoad.lagP50, p99: loopLoad.lagP99, max: loopLoad.lagMax }
           : null,

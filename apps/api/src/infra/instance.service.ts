@@ -29,7 +29,9 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
     // Not awaited: the api starts (and answers health checks) while Redis is down, and says so in /readyz.
     // Renewed at once whenever the connection (re)opens.
     this.redis.on('ready', () => void this.beat());
-    void this.beat();
+    if (this.redis.status === 'ready') {
+      void this.beat();
+    }
     this.timer = setInterval(() => void this.beat(), INSTANCE_TTL_MS / 3);
     this.timer.unref();
   }

@@ -2,13 +2,8 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  endpoint,
-  httpError,
-  parseErrorBody,
-  readLines,
-  send,
-} from '../../../apps/device/src/backends/upstream/http-client';
+import { endpoint, readLines, send } from '../../../apps/device/src/backends/upstream/http-client';
+import { httpError, parseErrorBody } from '../../../apps/device/src/backends/upstream/runtime-errors';
 
 const servers: Server[] = [];
 afterAll(() => servers.forEach((s) => s.close()));

@@ -1,6 +1,6 @@
 import type { ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
 import type { BackendResult } from './backend';
-import { badResponse, streamError } from './upstream/http-client';
+import { badResponse, streamError } from './upstream/runtime-errors';
 import { tokenLogprob, toolCallId } from './upstream/upstream-options';
 
 /** Reads Ollama's NDJSON chat stream, one line at a time, into deltas and the final result. */

@@ -1,6 +1,6 @@
 import type { ChoiceDelta, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common/protocol/chat';
 import type { BackendResult } from './backend';
-import { badResponse, streamError, parseErrorBody } from './upstream/http-client';
+import { badResponse, streamError, parseErrorBody } from './upstream/runtime-errors';
 import type { SseEvent } from './upstream/sse';
 import { tokenLogprob, toolCallId } from './upstream/upstream-options';
 

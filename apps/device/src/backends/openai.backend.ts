@@ -4,16 +4,8 @@ import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
 import { BackendError, cancelledError } from './backend';
-import {
-  badResponse,
-  describeUrl,
-  endpoint,
-  failure,
-  finished,
-  getJson,
-  readLines,
-  send,
-} from './upstream/http-client';
+import { describeUrl, endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
+import { badResponse } from './upstream/runtime-errors';
 import { SseDecoder } from './upstream/sse';
 import { stopTextFilter } from './upstream/stop-text';
 import type { ProbeResult } from './upstream/upstream-monitor';

@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import type { IncomingMessage } from 'node:http';
 import { Server } from 'socket.io';
 import type { z } from 'zod';
 import {
@@ -27,38 +26,15 @@ import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceAuth } from './device-auth.service';
 import { DeviceRegistry } from './device-registry.service';
-import { DeviceSession } from './device-session';
+import { DeviceSession, type DeviceSocket } from './device-session';
 import { DeviceStates } from './device-states.service';
-import type { DeviceSocket } from './device-session';
 import { EventBudget } from './event-budget';
+import { forgetRequests } from './forget-requests';
 import { heartbeat } from './heartbeat';
 import { PresenceService } from './presence.service';
 
 /** The window over which a device's invalid events are counted against DEVICE_MAX_INVALID_EVENTS. */
 const STRIKE_WINDOW_MS = 60_000;
-
-/**
- * engine.io keeps the HTTP request that opened each connection (its headers, its parser state) for the
- * life of the connection, twice: on the connection (`request`, which socket.io reads only to build the
- * handshake, and the devices namespace uses only the handshake's `auth`) and on the stand-in response
- * its middlewares get (`req`, kept by a listener on the socket). A device's connection lives for
- * days; at ten thousand devices that is 11 MB of heap (bench: 1.1 KB per connection). Both references
- * are dropped once the connection is open, as socket.io's "memory usage" guide suggests.
- */
-function forgetRequests(io: Server): void {
-  const responses = new WeakMap<IncomingMessage, { req: unknown }>();
-  io.engine.use((req: IncomingMessage, res: { req: unknown }, next: () => void) => {
-    responses.set(req, res);
-    next();
-  });
-  io.engine.on('connection', (raw: { request: IncomingMessage | null }) => {
-    const res = raw.request && responses.get(raw.request);
-    if (res) {
-      res.req = null;
-    }
-    raw.request = null;
-  });
-}
 
 /**
  * The `/devices` namespace: authenticates devices at the handshake (token and protocol version),

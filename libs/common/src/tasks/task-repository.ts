@@ -83,23 +83,9 @@ export class TaskRepository {
    * the task's job with it). Refused when a task with this id exists.
    */
   create(task: NewTask): Promise<TransitionResult> {
-    const ttl = task.deadline - Date.now() + this.options.endedTtlMs;
-    return this.redis
-      .syTask(
-        keys.taskState(task.id),
-        keys.records,
-        keys.liveTasks,
-        keys.taskStream(task.id),
-        'create',
-        Date.now(),
-        '',
-        ttl,
-        this.options.streamTtlS,
-        ...creationArgs(task),
-      )
-      .then(([ok, value]) =>
-        ok === 1 ? { ok: true, attempt: Number(value) } : { ok: false, status: (value as TaskStatus) || null },
-      );
+    // run issues the script before its first await.
+    const [, ...pairs] = creationArgs(task);
+    return this.run(task.id, 'create', '', pairs, [], task.deadline - Date.now() + this.options.endedTtlMs);
   }
 
   /**

@@ -83,6 +83,17 @@ describe('TaskRepository', () => {
     }
   }
 
+  /** Until every record appended so far was written and acknowledged. */
+  async function drained(timeoutMs = 10_000) {
+    const deadline = Date.now() + timeoutMs;
+    while ((await redis.xlen(keys.records)) > 0) {
+      if (Date.now() > deadline) {
+        throw new Error('the task records were not written');
+      }
+      await sleep(20);
+    }
+  }
+
   /** The task's event stream: (attempt, seq, events) per entry. */
   async function events(id: string) {
     const entries = await redis.xrange(keys.taskStream(id), '-', '+');
@@ -265,9 +276,33 @@ describe('TaskRepository', () => {
     });
     // The state that Redis still holds ends later, but its record can no longer go back.
     expect(await tasks.end(task.id, { status: 'completed' }, 'any')).toEqual({ ok: true, attempt: 0 });
-    await sleep(300);
+    await drained();
     expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({ status: 'cancelled' });
   });
+  it("a task's records that come together are written once, as the latest of them", async () => {
+    await writer.stop();
+    const statements: string[][] = [];
+    const counting: SqlRunner = {
+      sql: (text, values) => {
+        statements.push((values?.[0] as string[]) ?? []);
+        return sql.sql(text, values);
+      },
+    };
+    writer = new TaskRecordWriter(createRedis(REDIS_URL), counting, createLogger('test', 'silent'), uniq('writer'));
+    writer.start();
+    const task = newTask();
+    // Three records (create, claim, end) 40 ms apart, as a short task's come: a writer that wrote each
+    // as it arrived would run three statements; lingering, it writes the latest once (twice if the
+    // machine stalls it past its linger).
+    await create(task);
+    await sleep(40);
+    await tasks.claim(task.id, by(2));
+    await sleep(40);
+    expect(await tasks.end(task.id, { status: 'completed', finishReason: 'stop' }, 'any')).toMatchObject({ ok: true });
+    expect(await row(task.id, ENDED_VERSION)).toMatchObject({ status: 'completed', attempts: 1 });
+    expect(statements.filter((ids) => ids.includes(task.id)).length).toBeLessThan(3);
+  });
+
   it('a writer that cannot write leaves the records it took to the other writers', async () => {
     let tries = 0;
     const failing: SqlRunner = { sql: () => Promise.reject(new Error(`no Postgres here (try ${++tries})`)) };

@@ -11,6 +11,14 @@ const BATCH = 500;
  * and what it brought is written, rather than left to another writer).
  */
 const BLOCK_MS = 500;
+/**
+ * A read that brought less than a batch waits this long for more before writing: a task's records
+ * (create, claim, first output, end) come milliseconds apart, and the writer then writes the latest of
+ * them once instead of each, in a statement that runs after the request's first token rather than on
+ * its way (Postgres, the writer and the request share the machine's cores). It is also as far as
+ * Postgres lags behind Redis, at most; `GET /v1/tasks/{address}` reads Redis first.
+ */
+export const LINGER_MS = 250;
 /** Records read by a writer that has not acknowledged them for this long are taken over (it died). */
 const ABANDONED_MS = 5_000;
 /** After a failed write, how long a writer reads nothing: longer than others need to take its records over. */
@@ -125,7 +133,11 @@ export class TaskRecordWriter {
           await this.ensureGroup();
           ready = true;
         }
-        const entries = await this.next();
+        let entries = await this.next();
+        if (entries.length > 0 && entries.length < BATCH && this.running) {
+          await this.pause(LINGER_MS);
+          entries = entries.concat(await this.more(BATCH - entries.length));
+        }
         if (entries.length > 0) {
           await this.write(entries);
         }
@@ -150,9 +162,27 @@ export class TaskRecordWriter {
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const started = Date.now();
-      const tick = () => (!this.running || Date.now() - started >= ms ? resolve() : setTimeout(tick, 100));
+      const tick = () => {
+        const left = ms - (Date.now() - started);
+        return !this.running || left <= 0 ? resolve() : setTimeout(tick, Math.min(100, left));
+      };
       tick();
     });
+  }
+
+  /** New records that are already there, without waiting. */
+  private async more(count: number): Promise<[string, string[]][]> {
+    const result = (await this.redis.xreadgroup(
+      'GROUP',
+      RECORD_WRITERS,
+      this.consumer,
+      'COUNT',
+      count,
+      'STREAMS',
+      keys.records,
+      '>',
+    )) as [string, [string, string[]][]][] | null;
+    return result?.[0]?.[1] ?? [];
   }
 
   /** Records abandoned by a dead writer first (now and then), else new ones. */

@@ -202,8 +202,11 @@ export class DeviceAgent {
     }
     const task = runningTask(payload, this.link.connection, this.config.logContent);
     this.current = task;
-    ack({ accepted: true });
     void this.runTask(task, payload.params);
+    // The runtime's request first: Node's agent writes it on the next tick, when it hands the request
+    // its pooled connection, and the acknowledgement follows it there instead of delaying it by a
+    // socket write. The dispatcher accepts the task's events in whatever order they and the ack come.
+    process.nextTick(ack, { accepted: true });
   }
 
   private onCancel(payload: { task_address?: unknown } | null): void {

@@ -58,6 +58,7 @@ export class Flight {
   private failing = false;
   private queueTimer: NodeJS.Timeout | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
+  private lastEventAt = 0;
   private readonly streamTimer: NodeJS.Timeout;
 
   constructor(
@@ -238,11 +239,25 @@ export class Flight {
 
   /** Once a device has the task, any event resets the silence deadline (TASK_IDLE_TIMEOUT_MS). */
   private armIdleTimer(): void {
-    this.clearIdleTimer();
-    this.idleTimer = setTimeout(
-      () => void this.fail('timed_out', 'device_timeout', `The device sent nothing for ${this.timeouts.idleMs} ms.`),
-      this.timeouts.idleMs,
-    );
+    // Called for every event: it only notes the time. The one timer, when it fires, looks at how long
+    // the device has really been silent and waits out the rest if an event came meanwhile, so that a
+    // streamed token costs no timer of its own.
+    this.lastEventAt = performance.now();
+    if (this.idleTimer) {
+      return;
+    }
+    const wait = (ms: number) => {
+      this.idleTimer = setTimeout(() => {
+        const silent = performance.now() - this.lastEventAt;
+        if (silent < this.timeouts.idleMs) {
+          wait(this.timeouts.idleMs - silent);
+          return;
+        }
+        this.idleTimer = null;
+        void this.fail('timed_out', 'device_timeout', `The device sent nothing for ${this.timeouts.idleMs} ms.`);
+      }, ms);
+    };
+    wait(this.timeouts.idleMs);
   }
 
   private clearIdleTimer(): void {

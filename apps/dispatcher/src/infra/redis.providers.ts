@@ -35,7 +35,8 @@ export const redisProviders: Provider[] = [
   {
     provide: LINES_REDIS,
     inject: [APP_CONFIG],
-    useFactory: (c: AppConfig) => createRedis(c.REDIS_URL, { connectionName: 'switchyard-dispatcher-lines' }),
+    useFactory: (c: AppConfig) =>
+      coalesceWrites(createRedis(c.REDIS_URL, { connectionName: 'switchyard-dispatcher-lines' })),
   },
   {
     provide: SUB_REDIS,

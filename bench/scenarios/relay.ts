@@ -188,18 +188,25 @@ function startUpstream(ctx: Ctx): Promise<{ proc: Proc; port: number }> {
  * The floor chain (bench/floor-worker.ts): an api, a dispatcher and devices with the relay's processes
  * and hops and nothing else, in front of the same upstream. Returns its api's URL.
  */
-async function startFloorChain(ctx: Ctx, upstreamPort: number, devices: number): Promise<URL> {
+async function startFloorChain(
+  ctx: Ctx,
+  upstreamPort: number,
+  devices: number,
+): Promise<{ url: URL; pids: { api: number; dispatcher: number; devices: number } }> {
   const script = 'bench/floor-worker.js';
   const api = await startWorker(ctx, 'floor-api', script, ['api', ctx.target.redisUrl]);
   const dispatcher = await startWorker(ctx, 'floor-dispatcher', script, ['dispatcher', ctx.target.redisUrl]);
-  await startWorker(ctx, 'floor-devices', script, [
+  const fleet = await startWorker(ctx, 'floor-devices', script, [
     'devices',
     ctx.target.redisUrl,
     `http://127.0.0.1:${dispatcher.port}`,
     `http://127.0.0.1:${upstreamPort}/v1/chat/completions`,
     String(devices),
   ]);
-  return new URL(`http://127.0.0.1:${api.port}/v1/chat/completions`);
+  return {
+    url: new URL(`http://127.0.0.1:${api.port}/v1/chat/completions`),
+    pids: { api: api.proc.pid, dispatcher: dispatcher.proc.pid, devices: fleet.proc.pid },
+  };
 }
 
 export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioResult> {
@@ -275,7 +282,8 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       headers: { authorization: `Bearer ${ctx.apiKey}` },
     };
     ctx.log(`relay: starting the floor chain (bench/floor-worker.ts) with ${devices} devices`);
-    const floor = { url: await startFloorChain(ctx, upstream.port, devices), headers: {} as Record<string, string> };
+    const chain = await startFloorChain(ctx, upstream.port, devices);
+    const floor = { url: chain.url, headers: {} as Record<string, string> };
     const postgres = new PostgresProcesses(ctx.target.databaseUrl);
     await postgres.connect();
     closers.push(() => postgres.close());
@@ -289,6 +297,16 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       { name: 'redis', pids: () => (redis ? [redis] : []) },
       { name: 'bench', pids: () => [process.pid] },
     ];
+    // The floor chain's processes under the same names, so that each level's CPU has its floor beside it.
+    const floorPids: Record<string, number> = {
+      api: chain.pids.api,
+      dispatcher: chain.pids.dispatcher,
+      agents: chain.pids.devices,
+    };
+    const floorGroups: CpuGroup[] = groups.map((g) => {
+      const own = floorPids[g.name];
+      return own ? { name: g.name, pids: () => [own] } : g.name === 'postgres' ? { name: g.name, pids: () => [] } : g;
+    });
     const run = async (leg: typeof direct, concurrency: number, durationMs: number) => {
       const results: StreamResult[] = [];
       const { elapsedMs } = await closedLoop({
@@ -323,6 +341,7 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       redisPer1000Tokens: [string, number][];
       redisTotalPer1000Tokens: number;
       cpuPer1000Tokens: Record<string, number>;
+      floorCpuPer1000Tokens: Record<string, number>;
     }[] = [];
     ctx.markLoad('start');
     for (const concurrency of opts.concurrency) {
@@ -331,7 +350,9 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       );
       const d = await run(direct, concurrency, opts.durationS * 1000);
       await sleep(200);
+      const floorCpuBefore = await sampleCpu(floorGroups);
       const f = await run(floor, concurrency, opts.durationS * 1000);
+      const floorCpu = cpuDelta(floorCpuBefore, await sampleCpu(floorGroups));
       await sleep(200);
       const redisBefore = await redisCommandCalls(ctx.target.redisUrl);
       const cpuBefore = await sampleCpu(groups);
@@ -343,16 +364,24 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       const stages = await ttftStages(ctx, upstream.proc, marked);
       marked.clear();
       const relayed = relayLeg.aggregateTps * (r.elapsedMs / 1000);
+      const floorLeg = measureLeg(f.results, f.elapsedMs);
+      const floorRelayed = floorLeg.aggregateTps * (f.elapsedMs / 1000);
       levels.push({
         concurrency,
         direct: measureLeg(d.results, d.elapsedMs),
-        floor: measureLeg(f.results, f.elapsedMs),
+        floor: floorLeg,
         relay: relayLeg,
         stages,
         redisPer1000Tokens: redisCalls.slice(0, 6).map(([cmd, n]): [string, number] => [cmd, (n * 1000) / relayed]),
         redisTotalPer1000Tokens: (redisCalls.reduce((a, [, n]) => a + n, 0) * 1000) / relayed,
         cpuPer1000Tokens: Object.fromEntries(
           Object.entries(cpu).map(([name, ms]) => [name, relayed > 0 ? (ms * 1000) / relayed : Number.NaN]),
+        ),
+        floorCpuPer1000Tokens: Object.fromEntries(
+          Object.entries(floorCpu).map(([name, ms]) => [
+            name,
+            floorRelayed > 0 ? (ms * 1000) / floorRelayed : Number.NaN,
+          ]),
         ),
       });
     }
@@ -366,6 +395,7 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       `${num(r.ttft.p50)} / ${num(r.ttft.p90)} / ${num(r.ttft.p99)}`,
       `${signed(r.ttft.p50 - d.ttft.p50)} / ${signed(r.ttft.p90 - d.ttft.p90)} / ${signed(r.ttft.p99 - d.ttft.p99)}`,
       `${signed(f.ttft.p50 - d.ttft.p50)} / ${signed(f.ttft.p99 - d.ttft.p99)}`,
+      `${signed(f.itl.p99 - d.itl.p99)} / ${num(f.e2eTps / d.e2eTps, 3)}`,
       `${num(d.itl.p50)} / ${num(d.itl.p99)}`,
       `${num(r.itl.p50)} / ${num(r.itl.p99)}`,
       `${signed(r.itl.p50 - d.itl.p50)} / ${signed(r.itl.p99 - d.itl.p99)}`,
@@ -382,6 +412,7 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         'TTFT relay p50/p90/p99 (ms)',
         'TTFT added p50/p90/p99 (ms)',
         'floor chain: TTFT added p50/p99 (ms)',
+        'floor chain: ITL added p99 (ms) / tokens/s vs direct (end to end)',
         'ITL direct p50/p99 (ms)',
         'ITL relay p50/p99 (ms)',
         'ITL added p50/p99 (ms)',
@@ -390,7 +421,7 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
         'errors direct/relay',
       ],
       rows,
-      ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     );
 
     const stageTable = mdTable(
@@ -403,7 +434,10 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     );
     const cpuTable = mdTable(
       ['streams', ...groups.map((g) => g.name)],
-      levels.map((l) => [String(l.concurrency), ...groups.map((g) => num(l.cpuPer1000Tokens[g.name], 0))]),
+      levels.flatMap((l) => [
+        [String(l.concurrency), ...groups.map((g) => num(l.cpuPer1000Tokens[g.name], 0))],
+        [`${l.concurrency}, floor chain`, ...groups.map((g) => num(l.floorCpuPer1000Tokens[g.name], 0))],
+      ]),
       Array(groups.length + 1).fill('r') as 'r'[],
     );
     // Issue 14's targets, each judged at the level it names (null when that level was not run).
@@ -434,11 +468,18 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     const slowest = one ? ours.reduce((a, b) => (one.stages[b].p50 > one.stages[a].p50 ? b : a)) : null;
     const sixteen = level(16);
     const itlAdded16 = sixteen ? sixteen.relay.itl.p99 - sixteen.direct.itl.p99 : null;
+    const floorItl16 = sixteen ? sixteen.floor.itl.p99 - sixteen.direct.itl.p99 : null;
+    const floorRatio = Math.min(...levels.map((l) => l.floor.e2eTps / l.direct.e2eTps));
     // End to end, not decode only: a relay that stalls and then delivers tokens in bursts has a fast
     // "decode" rate between its first and last token, but the client still waits longer for the answer.
     const ratio = Math.min(...levels.map((l) => l.relay.e2eTps / l.direct.e2eTps));
     const cpu16 = sixteen
-      ? { api: sixteen.cpuPer1000Tokens.api, dispatcher: sixteen.cpuPer1000Tokens.dispatcher }
+      ? {
+          api: sixteen.cpuPer1000Tokens.api,
+          dispatcher: sixteen.cpuPer1000Tokens.dispatcher,
+          floorApi: sixteen.floorCpuPer1000Tokens.api,
+          floorDispatcher: sixteen.floorCpuPer1000Tokens.dispatcher,
+        }
       : null;
     const targets: TargetCheck[] = [
       ...ttftTargets,
@@ -451,19 +492,24 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       {
         target: 'Relay: inter-token latency added p99 at 16 streams',
         goal: '≤ 2 ms',
-        measured: itlAdded16 === null ? 'not run' : `${signed(itlAdded16)} ms`,
+        measured:
+          itlAdded16 === null || floorItl16 === null
+            ? 'not run'
+            : `${signed(itlAdded16)} ms (floor chain ${signed(floorItl16)})`,
         pass: itlAdded16 === null ? null : itlAdded16 <= 2,
       },
       {
         target: 'Relay: tokens/s relay/direct, end to end (worst level)',
         goal: '≥ 0.99',
-        measured: num(ratio, 3),
+        measured: `${num(ratio, 3)} (floor chain ${num(floorRatio, 3)})`,
         pass: ratio >= 0.99,
       },
       {
         target: 'Relay: CPU ms per 1000 tokens at 16 streams, api / dispatcher',
         goal: '≤ 80 / ≤ 80',
-        measured: cpu16 ? `${num(cpu16.api, 0)} / ${num(cpu16.dispatcher, 0)}` : 'not run',
+        measured: cpu16
+          ? `${num(cpu16.api, 0)} / ${num(cpu16.dispatcher, 0)} (floor chain ${num(cpu16.floorApi, 0)} / ${num(cpu16.floorDispatcher, 0)})`
+          : 'not run',
         pass: cpu16 ? cpu16.api <= 80 && cpu16.dispatcher <= 80 : null,
       },
     ];
@@ -473,7 +519,8 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
       title,
       table:
         `${table}\n\nWhere the relay's time to first token goes (ms, per request):\n\n${stageTable}\n\n` +
-        `CPU ms per 1000 tokens relayed (through Switchyard, from /proc):\n\n${cpuTable}`,
+        `CPU ms per 1000 tokens relayed (through Switchyard, and through the floor chain in its own leg, from /proc; ` +
+        `the floor chain's api, dispatcher and devices under the same names, Postgres unused):\n\n${cpuTable}`,
       notes: [
         `Fake upstream: TTFT ${opts.ttftMs} ms, one token every ${opts.tokenIntervalMs} ms, ${opts.relayTokens} tokens, usage chunk, [DONE]; ` +
           `${devices} devices (\`${agentArgs.slice(0, 2).join(' ')}\`, one task each at a time), ` +
@@ -529,6 +576,9 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
           },
           relay_cpu_ms_per_1000_tokens: Object.fromEntries(
             Object.entries(l.cpuPer1000Tokens).map(([k, v]) => [k, Math.round(v)]),
+          ),
+          floor_chain_cpu_ms_per_1000_tokens: Object.fromEntries(
+            Object.entries(l.floorCpuPer1000Tokens).map(([k, v]) => [k, Math.round(v)]),
           ),
         })),
       },

@@ -248,6 +248,29 @@ describe('TaskRepository', () => {
     expect(await db().task.findUniqueOrThrow({ where: { id: assigned.id } })).toMatchObject({ status: 'assigned' });
   });
 
+  it('Redis lost the state before the row was written: the direct ending waits for the row, and stands', async () => {
+    // The records are still with a writer (here: none runs until 500 ms after the ending is asked for).
+    await writer.stop();
+    const task = newTask();
+    await create(task);
+    await tasks.claim(task.id, by(1));
+    await redis.del(keys.taskState(task.id));
+    const later = sleep(500).then(() => {
+      writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
+      writer.start();
+    });
+    const ending = { status: 'failed' as const, errorCode: 'device_disconnected' };
+    const result = await tasks.end(task.id, ending, { attempt: 1 });
+    await later;
+    expect(result).toEqual({ ok: true, attempt: 0, recovered: true });
+    await drained();
+    expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({
+      status: 'failed',
+      errorCode: 'device_disconnected',
+      recordVersion: ENDED_VERSION,
+    });
+  });
+
   it('Redis unreachable: the ending goes to the Postgres record directly', async () => {
     const task = newTask();
     await create(task);

@@ -19,6 +19,8 @@ const BLOCK_MS = 500;
  * Postgres lags behind Redis, at most; `GET /v1/tasks/{address}` reads Redis first.
  */
 export const LINGER_MS = 250;
+/** How long the read after the linger may take (a round trip is a fraction of a millisecond). */
+const MORE_WITHIN_MS = 100;
 /** Records read by a writer that has not acknowledged them for this long are taken over (it died). */
 const ABANDONED_MS = 5_000;
 /** After a failed write, how long a writer reads nothing: longer than others need to take its records over. */
@@ -170,19 +172,27 @@ export class TaskRecordWriter {
     });
   }
 
-  /** New records that are already there, without waiting. */
+  /**
+   * New records that are already there, without waiting; none if Redis does not answer at once. What
+   * was read before is then written all the same, now: held back through an outage, it would come after
+   * an ending written to Postgres directly meanwhile (TaskRepository.end), which needs its row. Records
+   * that this read delivers late stay pending for this writer and are taken over after ABANDONED_MS.
+   */
   private async more(count: number): Promise<[string, string[]][]> {
-    const result = (await this.redis.xreadgroup(
-      'GROUP',
-      RECORD_WRITERS,
-      this.consumer,
-      'COUNT',
-      count,
-      'STREAMS',
-      keys.records,
-      '>',
-    )) as [string, [string, string[]][]][] | null;
-    return result?.[0]?.[1] ?? [];
+    if (this.redis.status !== 'ready') {
+      return [];
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), MORE_WITHIN_MS)));
+    const read = this.redis
+      .xreadgroup('GROUP', RECORD_WRITERS, this.consumer, 'COUNT', count, 'STREAMS', keys.records, '>')
+      .catch(() => null) as Promise<[string, [string, string[]][]][] | null>;
+    try {
+      const result = await Promise.race([read, late]);
+      return result?.[0]?.[1] ?? [];
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Records abandoned by a dead writer first (now and then), else new ones. */

@@ -7,6 +7,13 @@ import { parseSnapshot } from './task-state';
 import { creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
 import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 
+/**
+ * An ending written to Postgres directly may find no row yet: its records were read by a writer that
+ * writes them within LINGER_MS and a statement (TaskRecordWriter), even when Redis is gone meanwhile.
+ * It is tried again after these waits (about 2 s in all) before the task is taken for unknown.
+ */
+const ROW_WAITS_MS = [300, 700, 1_000];
+
 export interface TaskRepositoryOptions {
   /** How long a live task's state is kept at most (its deadline plus a margin). */
   liveTtlMs: number;
@@ -135,8 +142,18 @@ export class TaskRepository {
    */
   private async endRecord(taskId: string, ending: Ending, guard: EndGuard): Promise<TransitionResult> {
     const { text, values } = endRecordStatement(taskId, ending, guard);
-    const { rowCount } = await this.records!.sql(text, values);
-    return rowCount === 1 ? { ok: true, attempt: 0, recovered: true } : { ok: false, status: null };
+    for (const wait of [0, ...ROW_WAITS_MS]) {
+      if (wait > 0) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+      if ((await this.records!.sql(text, values)).rowCount === 1) {
+        return { ok: true, attempt: 0, recovered: true };
+      }
+      if ((await this.records!.sql('SELECT 1 FROM tasks WHERE id = $1', [taskId])).rowCount === 1) {
+        break; // It has ended already, or the guard refuses: as the transition would have.
+      }
+    }
+    return { ok: false, status: null };
   }
 
   async get(taskId: string): Promise<TaskSnapshot | null> {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createDevice, createTenant, db, uniq } from '../support/stack';
+import { createDevice, createTenant, db, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { MESSAGES, Relay, assertError, chunksOf, completedTask, streamedContent, taskCount } from './helpers';
@@ -130,6 +130,7 @@ describe('chat completions: unsupported_by_node', () => {
     // Features no online device declares are still refused.
     await unsupportedByNode({ logprobs: true }, 'logprobs');
     await unsupportedByNode({ tools, n: 2 }, 'n');
+    await recordsWritten();
     assert.equal(
       await db().task.count({ where: { orgId: tenant.org.id, deviceId: bareDeviceId, finishReason: 'tool_calls' } }),
       0,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { createDevice, createTenant, db, http, uniq } from '../support/stack';
+import { createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { MESSAGES, Relay, assertError, bearer, completedTask, startApi, taskCount } from './helpers';
@@ -430,6 +430,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     const res = await relay.chat(other.key, { model: foreignModel, messages: MESSAGES });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.model, foreignModel);
+    await recordsWritten();
     assert.equal(await db().task.count({ where: { orgId: tenant.org.id, modelId: foreignModel } }), 0);
   });
 });

@@ -5,7 +5,7 @@ import {
   createTenant,
   db,
   http,
-  sleep,
+  recordsWritten,
   startApi,
   startDevice,
   startDispatcher,
@@ -13,6 +13,7 @@ import {
   waitTerminal,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { waitStatus as waitStatusOf } from '../reliability/helpers';
 
 /** Client aborts: the job leaves the queue, or the device is told to stop; the task ends cancelled. */
 describe('client disconnects', () => {
@@ -45,19 +46,12 @@ describe('client disconnects', () => {
     });
 
   async function latestTask() {
+    await recordsWritten();
     return db().task.findFirstOrThrow({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
   }
 
-  async function waitStatus(status: string) {
-    for (let i = 0; i < 200; i++) {
-      const task = await db().task.findFirst({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'desc' } });
-      if (task?.status === status) {
-        return task;
-      }
-      await sleep(25);
-    }
-    throw new Error(`no task reached ${status}`);
-  }
+  /** The org's task in `status` now (Redis's live state: the row is written behind it). */
+  const waitStatus = (status: string) => waitStatusOf(tenant.org.id, status);
 
   async function assertDeviceFreeAgain() {
     const res = await http('POST', url(), {

@@ -6,9 +6,11 @@ import {
   createTenant,
   db,
   http,
+  recordsWritten,
   startApi,
   startDevice,
   startDispatcher,
+  taskCount,
   uniq,
   waitTerminal,
 } from '../support/stack';
@@ -106,7 +108,7 @@ describe('device failures', () => {
     const res = await chat(tenant, model);
     assert.equal(res.status, 503);
     assert.equal(res.body.error.code, 'no_device_available');
-    assert.equal(await db().task.count({ where: { orgId: tenant.org.id } }), 0);
+    assert.equal(await taskCount(tenant.org.id), 0);
   });
 
   it('every device busy past QUEUE_TIMEOUT_MS: 503 queue_timeout and the task ends timed_out', async () => {
@@ -120,6 +122,7 @@ describe('device failures', () => {
       client.chat.completions.create({ model, messages: [{ role: 'user', content: 'waiting' }] }),
       (err: InstanceType<typeof OpenAI.APIError>) => err.status === 503 && err.code === 'queue_timeout',
     );
+    await recordsWritten();
     const timedOut = await db().task.findFirstOrThrow({ where: { orgId: tenant.org.id, status: 'timed_out' } });
     assert.equal(timedOut.errorCode, 'queue_timeout');
     assert.equal(timedOut.deviceId, null);

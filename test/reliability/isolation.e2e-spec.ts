@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { io } from 'socket.io-client';
 import type { Socket } from 'socket.io-client';
 import { PROTOCOL_VERSION, createRedis, keys } from '@app/common';
-import { ADMIN_TOKEN, REDIS_URL, closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import {
+  ADMIN_TOKEN,
+  REDIS_URL,
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  http,
+  recordsWritten,
+  sleep,
+  taskCount,
+  uniq,
+} from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   FakeDevice,
@@ -158,7 +170,7 @@ describe('isolation and untrusted devices', () => {
         'model_not_found',
         'model',
       );
-      const before = await db().task.count({ where: { orgId: orgB.org.id } });
+      const before = await taskCount(orgB.org.id);
       assertOpenAIError(await chat(api2, orgB.key, privateModel), 404, 'model_not_found', 'model');
       const ollama = await http('POST', `${api2.url}/api/chat`, {
         headers: bearer(orgB.key),
@@ -167,7 +179,7 @@ describe('isolation and untrusted devices', () => {
       assertOllamaError(ollama, 404);
       const tags = await http('GET', `${api2.url}/api/tags`, { headers: bearer(orgB.key) });
       assert.ok(!tags.body.models.some((m: { name: string }) => m.name === privateModel));
-      assert.equal(await db().task.count({ where: { orgId: orgB.org.id } }), before);
+      assert.equal(await taskCount(orgB.org.id), before);
       // The owner is served (by its own device).
       const own = await chat(api1, orgA.key, privateModel);
       assert.equal(own.status, 200, own.text);
@@ -181,7 +193,9 @@ describe('isolation and untrusted devices', () => {
       for (const mode of ['auto', 'direct', 'network']) {
         assertOpenAIError(await chat(api1, orgB.key, directModel, 'hi', { mode }), 503, 'no_device_available');
       }
+      await recordsWritten();
       const rows = await db().task.findMany({ where: { modelId: directModel } });
+      assert.ok(rows.length > 0);
       assert.ok(rows.every((r) => r.orgId === orgA.org.id));
     });
 

@@ -1,5 +1,16 @@
 import assert from 'node:assert/strict';
-import { cli, closeDb, createDevice, createTenant, db, http, sleep, taskCount, uniq } from '../support/stack';
+import {
+  cli,
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  http,
+  recordsWritten,
+  sleep,
+  taskCount,
+  uniq,
+} from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   adminAuth,
@@ -273,7 +284,9 @@ describe('limits and request caps', () => {
       assert.equal(last.error.code, 'stream_timeout', text);
       assert.equal(last.error.type, 'server_error');
       assert.doesNotMatch(text, /\[DONE\]/);
+      await recordsWritten();
       const rows = await db().task.findMany({ where: { orgId: tenant.org.id, modelId: streamer } });
+      assert.ok(rows.length > 0);
       await Promise.all(
         rows.map(async (row) => {
           for (let i = 0; i < 100 && row.status !== 'timed_out'; i++) {

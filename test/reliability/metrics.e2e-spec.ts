@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { queueName } from '@app/common';
-import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import { closeDb, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   LiveStream,
@@ -322,7 +322,7 @@ describe('observability and graceful shutdown', () => {
   });
 
   it('nothing is left non-terminal', async () => {
-    await sleep(100);
+    await recordsWritten();
     const open = await db().task.findMany({
       where: { orgId: tenant.org.id, status: { in: ['queued', 'assigned', 'streaming'] } },
     });

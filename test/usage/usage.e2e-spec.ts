@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
-import { cli, createTenant, db, http, uniq } from '../support/stack';
+import { cli, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { adminAuth, assertOpenAIError, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
 import { MESSAGES, Relay } from '../relay-api/helpers';
-import { createDevice } from '../support/stack';
 
 /** A task row as the suite inserts it, with the values the report must add up. */
 interface Row {
@@ -345,17 +344,13 @@ describe('usage reports', () => {
     for (let i = 0; i < 3; i++) {
       await client.chat.completions.create({ model: models[0], messages: [...MESSAGES] });
     }
-    // The task rows reach their end status right after the answer; poll (generous bound) until all three have.
-    const deadline = Date.now() + 30_000;
+    // The task rows are written behind the answers: once every record so far is in Postgres.
+    await recordsWritten();
     // This month's rows (the fixture rows of the suite are in 2030).
     const now = new Date();
     const month = { gte: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)), lt: new Date(BASE) };
-    const ours = () => db().task.findMany({ where: { orgId: a.org.id, queuedAt: month } });
-    let tasks = await ours();
-    while (tasks.some((t) => t.status !== 'completed') && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      tasks = await ours();
-    }
+    const tasks = await db().task.findMany({ where: { orgId: a.org.id, queuedAt: month } });
+    expect(tasks.map((t) => t.status)).toEqual(['completed', 'completed', 'completed']);
     assert.equal(tasks.length, 3);
     const res = await usage(a.key, '?group_by=model');
     assert.equal(res.status, 200, res.text);

@@ -145,6 +145,7 @@ describe('relay (api)', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(((await res.json()) as any).error).toMatchObject({ code: 'no_device_available', param: 'model' });
+    await recordsWritten();
     expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(0);
   });
 

@@ -203,9 +203,8 @@ export class DeviceAgent {
     const task = runningTask(payload, this.link.connection, this.config.logContent);
     this.current = task;
     void this.runTask(task, payload.params);
-    // The runtime's request first: Node's agent writes it on the next tick, when it hands the request
-    // its pooled connection, and the acknowledgement follows it there instead of delaying it by a
-    // socket write. The dispatcher accepts the task's events in whatever order they and the ack come.
+    // The runtime's request first (Node writes it on the next tick, on its pooled connection); the ack
+    // follows it there. The dispatcher takes the task's events and the ack in either order.
     process.nextTick(ack, { accepted: true });
   }
 

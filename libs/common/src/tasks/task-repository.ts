@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { TaskStatus } from '../prisma/generated/enums';
 import { keys } from '../redis/keys';
@@ -144,7 +145,7 @@ export class TaskRepository {
     const { text, values } = endRecordStatement(taskId, ending, guard);
     for (const wait of [0, ...ROW_WAITS_MS]) {
       if (wait > 0) {
-        await new Promise((resolve) => setTimeout(resolve, wait));
+        await delay(wait);
       }
       if ((await this.records!.sql(text, values)).rowCount === 1) {
         return { ok: true, attempt: 0, recovered: true };

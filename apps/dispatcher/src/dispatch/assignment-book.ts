@@ -1,5 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import { DeviceStates } from '../devices/device-states.service';
 import type { DeviceSession } from '../devices/device-session';
 import type { Assignment } from './assignment';
 
@@ -15,8 +14,6 @@ export class AssignmentBook {
   private readonly ended = new WeakMap<DeviceSession, string>();
   private onFree: (session: DeviceSession) => void = () => undefined;
 
-  constructor(private readonly states: DeviceStates) {}
-
   whenFree(listener: (session: DeviceSession) => void): void {
     this.onFree = listener;
   }
@@ -24,7 +21,6 @@ export class AssignmentBook {
   add(assignment: Assignment): void {
     this.byDevice.set(assignment.session, assignment);
     this.byTask.set(assignment.taskId, assignment);
-    this.states.task(assignment.session, assignment.address);
   }
 
   of(session: DeviceSession): Assignment | undefined {
@@ -49,7 +45,6 @@ export class AssignmentBook {
     this.ended.set(assignment.session, assignment.address);
     if (this.byDevice.get(assignment.session) === assignment) {
       this.byDevice.delete(assignment.session);
-      this.states.task(assignment.session, null);
     }
     if (this.byTask.get(assignment.taskId) === assignment) {
       this.byTask.delete(assignment.taskId);

@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
 import { DISCONNECTED_MID_ANSWER } from '@app/common';
 import type { AppConfig, Logger, TransitionResult } from '@app/common';
-import type { DeviceStates } from '../devices/device-states.service';
 import { DeviceSession } from '../devices/device-session';
 import type { DeviceSocket } from '../devices/device-session';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
@@ -18,13 +17,6 @@ import type { Outcome } from './finalizer.service';
 // (Pick<> of the real class, so a changed signature fails to compile here), and records what it was asked.
 
 /** The device's live state in Redis: only the task it holds matters here. */
-class MemoryDeviceStates implements Pick<DeviceStates, 'task'> {
-  readonly tasks: (string | null)[] = [];
-  task(_session: DeviceSession, address: string | null): void {
-    this.tasks.push(address);
-  }
-}
-
 /** BullMQ job moves. `fail` makes the next moves throw (Redis gone, lock lost). */
 class MemoryJobs implements Pick<JobSource, 'finish' | 'putBack'> {
   readonly moves: { move: 'finish' | 'putBack'; jobId: string; token: string; failed?: string | null }[] = [];
@@ -98,8 +90,7 @@ const job = {
 const accepted = (attempt: number): TransitionResult => ({ ok: true, attempt });
 
 function setup(opts: { attempt?: number; result?: TransitionResult | null | Error; maxAttempts?: number } = {}) {
-  const states = new MemoryDeviceStates();
-  const book = new AssignmentBook(states as unknown as DeviceStates);
+  const book = new AssignmentBook();
   const freed: DeviceSession[] = [];
   book.whenFree((s) => freed.push(s));
   const writers = new MemoryWriters();
@@ -128,7 +119,7 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
 
   const counted = async (name: 'tasks' | 'assignments') =>
     (await metrics[name].get()).values.map((v) => ({ labels: v.labels, value: v.value }));
-  return { finalizer, a, book, states, freed, writers, jobs, writer, redis, logger, sent, tracker, metrics, counted };
+  return { finalizer, a, book, freed, writers, jobs, writer, redis, logger, sent, tracker, metrics, counted };
 }
 
 const completed: Outcome = {
@@ -144,7 +135,6 @@ describe('Finalizer', () => {
     await t.finalizer.end(t.a, completed);
 
     expect(t.freed).toEqual([t.a.session]);
-    expect(t.states.tasks).toEqual(['network:task-1', null]);
     expect(t.book.busy(t.a.session)).toBe(false);
     expect(t.writer.closings).toEqual([
       {
@@ -314,7 +304,7 @@ describe('Finalizer', () => {
     ]);
     await t.finalizer.end(t.a, { kind: 'failed', code: 'device_error', message: 'late', stop: true });
     expect(t.freed).toHaveLength(1);
-    expect(t.states.tasks).toEqual(['network:task-1', null]);
+    expect(t.book.busy(t.a.session)).toBe(false);
     expect(t.writer.closings).toHaveLength(1);
     expect(t.jobs.moves).toHaveLength(1);
     expect(t.sent).toEqual([]);

@@ -12,6 +12,9 @@
  *
  * Returns {1, attempts} when accepted, {0, status} when refused (status '' when the task is unknown).
  *
+ * Claims and endings also set the task held by the device in its live state (`sy:dev:{id}`, see
+ * liveKeys), only while that state exists: its dispatcher writes the rest and renews it.
+ *
  * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
  * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION.
  */
@@ -42,6 +45,17 @@ local function held(s)
   local d = redis.call('HGET', t, 'disp')
   if d then
     if s then redis.call('SADD', 'sy:held:' .. d, redis.call('HGET', t, 'id')) else redis.call('SREM', 'sy:held:' .. d, redis.call('HGET', t, 'id')) end
+  end
+  -- The operators' view of the device (its live state, while its dispatcher keeps it): the task it holds.
+  local dev = redis.call('HGET', t, 'dev')
+  if dev then
+    local dk = 'sy:dev:' .. dev
+    local addr = redis.call('HGET', t, 'addr')
+    if s then
+      if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, 'task', addr) end
+    elseif redis.call('HGET', dk, 'task') == addr then
+      redis.call('HSET', dk, 'task', '')
+    end
   end
 end
 

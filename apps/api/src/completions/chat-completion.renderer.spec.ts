@@ -1,7 +1,7 @@
 import { completionId } from './chat-completion.renderer';
 
 describe('completionId', () => {
-  it('is chatcmpl- and 24 hex characters, and does not repeat across refills of its random page', () => {
+  it('is chatcmpl- and 24 hex characters, and does not repeat', () => {
     const seen = new Set<string>();
     for (let i = 0; i < 1_000; i++) {
       const id = completionId();

@@ -26,9 +26,10 @@ end`;
 
 /**
  * What operators see of the devices of this dispatcher (GET /admin/devices, /admin/queues, the
- * dashboard): when each connected, its last heartbeat, what it serves, the task it holds (that one set
- * by the task's transitions, see TASK_TRANSITIONS_LUA). Kept in Redis, written in the background (never awaited on a task's path) in the dispatcher's batch of
- * background writes, gone with the device, or a while after its dispatcher dies.
+ * dashboard): when each connected, its last heartbeat, what it serves, the task it holds (that one
+ * set by the task's transitions, see TASK_TRANSITIONS_LUA). Kept in Redis, written in the background
+ * (never awaited on a task's path) in the dispatcher's batch of background writes, gone with the
+ * device, or a while after its dispatcher dies.
  */
 @Injectable()
 export class DeviceStates implements OnModuleInit, OnModuleDestroy {

@@ -16,7 +16,6 @@ import type { Outcome } from './finalizer.service';
 // Hand-written in-memory collaborators: each implements the part of the real one the Finalizer uses
 // (Pick<> of the real class, so a changed signature fails to compile here), and records what it was asked.
 
-/** The device's live state in Redis: only the task it holds matters here. */
 /** BullMQ job moves. `fail` makes the next moves throw (Redis gone, lock lost). */
 class MemoryJobs implements Pick<JobSource, 'finish' | 'putBack'> {
   readonly moves: { move: 'finish' | 'putBack'; jobId: string; token: string; failed?: string | null }[] = [];

@@ -1,3 +1,5 @@
+import { liveKeys } from '../live/live-state';
+
 /**
  * Every transition of a task, atomically in Redis: the task's state hash is the authority while the
  * task is in flight (Postgres is written behind, from the records stream). Each accepted transition
@@ -49,7 +51,7 @@ local function held(s)
   -- The operators' view of the device (its live state, while its dispatcher keeps it): the task it holds.
   local dev = redis.call('HGET', t, 'dev')
   if dev then
-    local dk = 'sy:dev:' .. dev
+    local dk = '${liveKeys.device('')}' .. dev
     local addr = redis.call('HGET', t, 'addr')
     if s then
       if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, 'task', addr) end

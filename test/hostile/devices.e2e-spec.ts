@@ -259,7 +259,7 @@ describe('hostile devices', () => {
     assertOpenAIError(await chat(orgB.key, privateA, 'org B'), 404, 'model_not_found', 'model');
     await sleep(500);
     expect(rogue.assignments).toEqual([]);
-    await recordsWritten();
+    await recordsWritten(redis.url);
     const rows = await db().task.findMany({ where: { modelId: privateA } });
     assert.ok(rows.length >= 5);
     assert.ok(

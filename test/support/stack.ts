@@ -374,10 +374,12 @@ export async function waitOnline(models: string[], token: string, opts: OnlineOp
 /**
  * Waits until every task transition so far is in Postgres: task records are written behind their
  * transitions (TaskRecordWriter), which delete their entries from the records stream once written.
- * A test reads task rows after this, as an operator's later query would.
+ * A test reads task rows after this, as an operator's later query would. A suite whose processes run
+ * on a Redis of its own passes its URL: the run's Redis has no writer then, and may hold records that
+ * an earlier suite's processes left there.
  */
-export async function recordsWritten(timeoutMs = 15_000): Promise<void> {
-  const redis = createRedis(REDIS_URL);
+export async function recordsWritten(redisUrl = REDIS_URL, timeoutMs = 15_000): Promise<void> {
+  const redis = createRedis(redisUrl);
   try {
     // Only the records there now: other suites keep adding theirs, and the stream is seldom empty.
     const [last] = await redis.xrevrange(keys.records, '+', '-', 'COUNT', 1);

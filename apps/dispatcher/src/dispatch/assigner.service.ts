@@ -17,6 +17,7 @@ import { Assignment } from './assignment';
 import { AssignmentBook } from './assignment-book';
 import { Finalizer } from './finalizer.service';
 import { IdleDevices } from './idle-devices';
+import { Skips } from './skips';
 
 /** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
 const SWEEP_INTERVAL_MS = 1_000;
@@ -37,9 +38,10 @@ const CANCEL_MEMORY_MS = 60_000;
 export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
   private readonly idle = new IdleDevices();
   private readonly fetching = new Set<DeviceSession>();
-  /** Queues known (from announcements and sweeps) to have waiting jobs. */
-  private readonly backlog = new Set<string>();
-  private readonly skips = new WeakMap<DeviceSession, Map<string, number>>();
+  /** Queues known (from announcements and sweeps) to have waiting jobs, with the number of the latest mark. */
+  private readonly backlog = new Map<string, number>();
+  private marks = 0;
+  private readonly skips = new Skips();
   private readonly recentCancels = new Map<string, number>();
   private sweepTimer: NodeJS.Timeout | null = null;
   private draining = false;
@@ -93,8 +95,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
 
   onJobWaiting(line: string): void {
     const queue = queueOfLine(line);
-    this.backlog.add(queue);
-    const device = this.idle.first(queue, (d) => !this.skipping(d, queue));
+    this.backlog.set(queue, ++this.marks);
+    const device = this.idle.first(queue, (d) => !this.skips.skipping(d, queue));
     if (device && !this.draining) {
       void this.fetchFor(device, line, performance.now());
     }
@@ -110,20 +112,6 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     }
   }
 
-  private skipping(session: DeviceSession, queue: string): boolean {
-    const until = this.skips.get(session)?.get(queue);
-    return until !== undefined && until > Date.now();
-  }
-
-  private skip(session: DeviceSession, queue: string, ms: number): void {
-    let map = this.skips.get(session);
-    if (!map) {
-      map = new Map();
-      this.skips.set(session, map);
-    }
-    map.set(queue, Date.now() + ms);
-  }
-
   /** Takes a job for the device: from `line` (just announced), else from its backlogged queues in turn. */
   private async fetchFor(session: DeviceSession, line: string | null, since: number): Promise<void> {
     this.idle.remove(session);
@@ -132,14 +120,21 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     try {
       const token = `${this.instance.id}:${++this.tokens}`;
       if (line) {
-        const job = await this.jobs.takeFrom(line, token);
+        // The take left the queue no backlog and no mark came since: a freed device need not look.
+        const queue = queueOfLine(line);
+        const mark = this.backlog.get(queue);
+        const job = await this.jobs.takeFrom(line, token, (backlog) => {
+          if (!backlog && this.backlog.get(queue) === mark) {
+            this.backlog.delete(queue);
+          }
+        });
         assigned = job !== undefined && (await this.assign(session, job, token, since));
       }
       for (const queue of session.queues) {
         if (assigned || !session.ready || this.draining) {
           break;
         }
-        if (!this.backlog.has(queue) || this.skipping(session, queue)) {
+        if (!this.backlog.has(queue) || this.skips.skipping(session, queue)) {
           continue;
         }
         const job = await this.jobs.takeNext(queue, token);
@@ -171,8 +166,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     const data = job.data;
     const queue = queueOfLine(job.queueName);
     if (!session.supports(data.requires)) {
-      this.skip(session, queue, SKIP_MS);
-      const capable = this.idle.first(queue, (d) => d.supports(data.requires) && !this.skipping(d, queue));
+      this.skips.skip(session, queue, SKIP_MS);
+      const capable = this.idle.first(queue, (d) => d.supports(data.requires) && !this.skips.skipping(d, queue));
       if (capable) {
         this.idle.remove(capable);
         return this.assign(capable, job, token, since);
@@ -255,7 +250,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     this.metrics.assignments.inc({ result: 'refused' });
     // A device that refused looks past this queue for a moment; one that did not answer at all is
     // likely stuck and is left out much longer, so the job goes to another device.
-    this.skip(a.session, queue, answer ? SKIP_MS : NO_ACK_SKIP_MS);
+    this.skips.skip(a.session, queue, answer ? SKIP_MS : NO_ACK_SKIP_MS);
     this.logger.warn(
       { deviceId: a.session.id, task: a.address, reason: answer && !answer.accepted ? answer.reason : 'no answer' },
       'device did not accept the assignment',
@@ -280,8 +275,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     const local = new Set(this.idle.queues());
     for (const queue of await this.jobs.backlogged()) {
       if (local.has(queue)) {
-        this.backlog.add(queue);
-        const device = this.idle.first(queue, (d) => !this.skipping(d, queue));
+        this.backlog.set(queue, ++this.marks);
+        const device = this.idle.first(queue, (d) => !this.skips.skipping(d, queue));
         if (device) {
           void this.fetchFor(device, null, performance.now());
         }

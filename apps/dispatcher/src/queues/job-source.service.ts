@@ -40,11 +40,17 @@ export class JobSource implements OnModuleDestroy {
     this.fair = new FairShare(redis);
   }
 
-  /** Takes the job just announced on `line` (a device was idle): no pick, the line's turn is charged. */
-  async takeFrom(line: string, token: string): Promise<ChatJob | undefined> {
+  /**
+   * Takes the job just announced on `line` (a device was idle): no pick, the line's turn is charged
+   * (not awaited), and `charged` hears whether the line's queue has jobs waiting still.
+   */
+  async takeFrom(line: string, token: string, charged?: (backlog: boolean) => void): Promise<ChatJob | undefined> {
     const job = await this.lines.get(line).take(token);
     if (job) {
-      this.fair.charge(line).catch((err: unknown) => this.warn(err, 'fair-share charge failed'));
+      this.fair.charge(line).then(
+        (backlog) => charged?.(backlog),
+        (err: unknown) => this.warn(err, 'fair-share charge failed'),
+      );
     }
     return job;
   }

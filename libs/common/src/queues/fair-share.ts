@@ -53,11 +53,14 @@ end
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
 return false`;
 
-/** A job was taken from a line without a pick (a device was idle when it came). KEYS as above. ARGV: queue, prefix, line. */
+/**
+ * A job was taken from a line without a pick (a device was idle when it came). KEYS as above. ARGV:
+ * queue, prefix, line. Returns how many lines of the queue have jobs waiting still (0: none).
+ */
 const CHARGE = `
 local line = ARGV[3]
 local pass = redis.call('ZSCORE', KEYS[1], line)
-if not pass then return 0 end
+if not pass then return redis.call('ZCARD', KEYS[1]) end
 pass = tonumber(pass)
 local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
 if pass > tonumber(redis.call('HGET', KEYS[2], '_v') or '0') then redis.call('HSET', KEYS[2], '_v', pass) end
@@ -68,7 +71,7 @@ if redis.call('LLEN', ${waitKey}) == 0 then
 else
   redis.call('ZADD', KEYS[1], pass + stride, line)
 end
-return 1`;
+return redis.call('ZCARD', KEYS[1])`;
 
 /** A job went back to the head of its line: the line gets its turn back. KEYS as above. ARGV: queue, prefix, line, now. */
 const REFUND = `
@@ -168,10 +171,13 @@ export class FairShare {
     return this.redis.syFairPick(...FairShare.keys(queue), queue, QUEUE_PREFIX);
   }
 
-  /** A job was taken from `line` without a pick: its turn is used. */
-  async charge(line: string): Promise<void> {
+  /**
+   * A job was taken from `line` without a pick: its turn is used. Whether any line of the queue has
+   * jobs waiting still (lines of the queue enqueued meanwhile are counted, as the script sees them).
+   */
+  async charge(line: string): Promise<boolean> {
     const queue = queueOfLine(line);
-    await this.redis.syFairCharge(...FairShare.keys(queue), queue, QUEUE_PREFIX, line);
+    return (await this.redis.syFairCharge(...FairShare.keys(queue), queue, QUEUE_PREFIX, line)) > 0;
   }
 
   /** A job went back to the head of its line: the line gets its turn back. */

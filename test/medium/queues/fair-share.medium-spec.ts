@@ -25,6 +25,7 @@ describe('fair share: charging a take', () => {
   });
 
   afterAll(async () => {
+    await Promise.all([a, b].map((line) => line.obliterate({ force: true })));
     await Promise.all([a.close(), b.close()]);
     await redis.del(fairKeys.passes(queue), fairKeys.state(queue));
     await redis.zrem(fairKeys.backlog, queue);

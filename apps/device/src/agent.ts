@@ -13,7 +13,7 @@ import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
 import type { Outcome, RunningTask, TaskEnding } from './task/running-task';
-import { errorCode, errorMessage, recordDelta, runningTask, taskLogLine } from './task/running-task';
+import { errorCode, errorMessage, recordDelta, runningTask, stopBackend, taskLogLine } from './task/running-task';
 import { AGENT_VERSION } from './version';
 
 export type { AgentConfig } from './agent-config';
@@ -169,8 +169,7 @@ export class DeviceAgent {
     }
     const task = this.current;
     if (task) {
-      // The dispatcher treats the task as dropped with this connection (it re-queues or fails it), and
-      // this device stops the task's upstream request.
+      // The dispatcher drops the task with this connection (re-queues or fails it); its upstream request stops.
       this.endTask(task, 'disconnected');
     }
     if (this.phase !== 'running') {
@@ -203,8 +202,8 @@ export class DeviceAgent {
     const task = runningTask(payload, this.link.connection, this.config.logContent);
     this.current = task;
     void this.runTask(task, payload.params);
-    // The runtime's request first (Node writes it on the next tick, on its pooled connection); the ack
-    // follows it there. The dispatcher takes the task's events and the ack in either order.
+    // The runtime's request first (Node writes it on the next tick, on its pooled connection), the ack
+    // after it; the dispatcher takes the task's events and the ack in either order.
     process.nextTick(ack, { accepted: true });
   }
 
@@ -223,6 +222,7 @@ export class DeviceAgent {
     const sink = { delta: (choices: ChoiceDelta[]) => this.onDelta(task, choices) };
     try {
       const result = await this.config.backend.run({ model: task.model, params }, sink, task.controller.signal);
+      task.settled = true;
       if (this.current !== task) {
         return;
       }
@@ -237,6 +237,7 @@ export class DeviceAgent {
       });
       this.endTask(task, 'completed', { finish_reasons: result.finish_reasons, usage: result.usage });
     } catch (error) {
+      task.settled = true;
       if (this.current !== task) {
         // Cancelled, disconnected or shut down: already logged, and nothing more may be sent.
         return;
@@ -268,7 +269,7 @@ export class DeviceAgent {
       return;
     }
     this.current = null;
-    task.controller.abort();
+    stopBackend(task);
     this.log.info(taskLogLine(task, outcome, extra), 'task finished');
     if (this.phase === 'draining') {
       this.stop(0);
@@ -284,9 +285,8 @@ export class DeviceAgent {
     this.exitCode = code;
     this.config.backend.stop();
     this.exitTimer = setTimeout(() => this.finish(), FLUSH_TIMEOUT_MS);
-    // socket.io's server dispatches each received event on the next tick and drops it if the namespace
-    // disconnect arrived in between, so disconnecting right after task:done can lose it. The announce
-    // ack is a barrier: the server answers it only after dispatching every event sent before it.
+    // socket.io's server drops an event whose namespace disconnect came before its next-tick dispatch, so
+    // right after task:done it could be lost; the announce ack is a barrier: it follows every event before it.
     this.announce(() => this.link.close(() => this.finish()), FLUSH_TIMEOUT_MS);
   }
 

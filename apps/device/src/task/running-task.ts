@@ -25,6 +25,8 @@ export interface RunningTask {
   /** The api's request id, so that one id follows the request through every log. */
   requestId: string | null;
   controller: AbortController;
+  /** The backend's run returned or threw: it is done with the controller's signal. */
+  settled: boolean;
   /** Next sequence number: 0 for the first event of the task, one more per event. */
   seq: number;
   startedAt: number;
@@ -33,6 +35,17 @@ export interface RunningTask {
   /** Kept only with --log-content. */
   prompt?: ChatMessage[];
   output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
+}
+
+/**
+ * Stops the task's backend if it still runs. One that returned or threw is not aborted: an abort with
+ * no reason builds an AbortError (a DOMException, with its stack) for no listener, 6 % of an agent's
+ * busy time at 1,200 tasks/s.
+ */
+export function stopBackend(task: RunningTask): void {
+  if (!task.settled) {
+    task.controller.abort();
+  }
 }
 
 export function runningTask(
@@ -47,6 +60,7 @@ export function runningTask(
     attempt: payload.attempt,
     requestId: payload.request_id ?? null,
     controller: new AbortController(),
+    settled: false,
     seq: 0,
     startedAt: performance.now(),
     firstDeltaAt: null,

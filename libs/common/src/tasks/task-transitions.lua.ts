@@ -1,4 +1,5 @@
 import { liveKeys } from '../live/live-state';
+import { keys } from '../redis/keys';
 
 /**
  * Every transition of a task, atomically in Redis: the task's state hash is the authority while the
@@ -44,15 +45,15 @@ local function record()
   end
 end
 local function held(s)
-  local d = redis.call('HGET', t, 'disp')
+  local f = redis.call('HMGET', t, 'id', 'disp', 'dev', 'addr')
+  local id, d, dev, addr = f[1], f[2], f[3], f[4]
   if d then
-    if s then redis.call('SADD', 'sy:held:' .. d, redis.call('HGET', t, 'id')) else redis.call('SREM', 'sy:held:' .. d, redis.call('HGET', t, 'id')) end
+    local hk = '${keys.heldBy('')}' .. d
+    if s then redis.call('SADD', hk, id) else redis.call('SREM', hk, id) end
   end
   -- The operators' view of the device (its live state, while its dispatcher keeps it): the task it holds.
-  local dev = redis.call('HGET', t, 'dev')
   if dev then
     local dk = '${liveKeys.device('')}' .. dev
-    local addr = redis.call('HGET', t, 'addr')
     if s then
       if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, 'task', addr) end
     elseif redis.call('HGET', dk, 'task') == addr then

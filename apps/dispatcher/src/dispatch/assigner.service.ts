@@ -95,11 +95,16 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
 
   onJobWaiting(line: string): void {
     const queue = queueOfLine(line);
-    this.backlog.set(queue, ++this.marks);
+    this.markBacklog(queue);
     const device = this.idle.first(queue, (d) => !this.skips.skipping(d, queue));
     if (device && !this.draining) {
       void this.fetchFor(device, line, performance.now());
     }
+  }
+
+  /** The queue has waiting jobs (an announcement, a sweep): a newer mark than any answer in flight saw. */
+  private markBacklog(queue: string): void {
+    this.backlog.set(queue, ++this.marks);
   }
 
   onCancel(taskId: string): void {
@@ -275,7 +280,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     const local = new Set(this.idle.queues());
     for (const queue of await this.jobs.backlogged()) {
       if (local.has(queue)) {
-        this.backlog.set(queue, ++this.marks);
+        this.markBacklog(queue);
         const device = this.idle.first(queue, (d) => !this.skips.skipping(d, queue));
         if (device) {
           void this.fetchFor(device, null, performance.now());

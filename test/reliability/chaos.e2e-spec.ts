@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
+import { closeDb, createDevice, createTenant, db, http, recordsWritten, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   LiveStream,
@@ -186,6 +186,8 @@ describe('chaos: api and dispatcher instances', () => {
       15_000,
       'two queued tasks',
     );
+    // Rows are written behind by four writers, each at its own pace: every record so far, then the rows.
+    await recordsWritten();
     const states = (await db().task.findMany({ where: { orgId: tenant.org.id, status: { notIn: TERMINAL as any } } }))
       .map((t) => `${t.modelId === streamed ? 'streamed' : t.modelId === assigned ? 'assigned' : 'queued'}:${t.status}`)
       .sort();

@@ -4,7 +4,15 @@ import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
-import { AdminService, createPrismaClient, createRedis, keys, newDeviceToken } from '@app/common';
+import {
+  AdminService,
+  DISPATCHER_SCRIPT,
+  createPrismaClient,
+  createRedis,
+  keys,
+  newDeviceToken,
+  nodeFlagsFor,
+} from '@app/common';
 import type { PrismaClient } from '@app/common';
 
 /** The build's root (dist/), from dist/bench/lib. */
@@ -155,7 +163,7 @@ export function nodeArgs(script: string, args: string[], profile?: ProfileOption
       join(DIST, 'bench/lib/clean-exit.js'),
     );
   }
-  return [...flags, join(DIST, script), ...args];
+  return [...nodeFlagsFor(script), ...flags, join(DIST, script), ...args];
 }
 
 export function startNode(
@@ -235,7 +243,7 @@ export async function startDispatcher(target: BenchTarget, profile?: ProfileOpti
   const port = await freePort();
   const proc = startNode(
     'dispatcher',
-    'apps/dispatcher/src/main.js',
+    DISPATCHER_SCRIPT,
     [],
     baseEnv(target, { DISPATCHER_PORT: String(port) }),
     { profile, collectable: true },

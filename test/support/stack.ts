@@ -4,7 +4,15 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { AdminService, createPrismaClient, createRedis, keys, sha256Hex } from '@app/common';
+import {
+  AdminService,
+  DISPATCHER_SCRIPT,
+  createPrismaClient,
+  createRedis,
+  keys,
+  nodeFlagsFor,
+  sha256Hex,
+} from '@app/common';
 import type { PrismaClient } from '@app/common';
 import { runCli } from '../../apps/cli/src/cli';
 import { TEST_ENV } from '../jest/test-env';
@@ -108,7 +116,9 @@ export function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 export function startNode(script: string, args: string[], env: NodeJS.ProcessEnv): Proc {
-  return new Proc(spawn(process.execPath, [join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  return new Proc(
+    spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 /** Generous: CI machines are shared and a cold start under load can take a while. */
@@ -250,7 +260,7 @@ export interface Dispatcher {
 /** Starts the dispatcher as a real process, on a free port or on the one given (a restart in place). */
 export async function startDispatcher(env: Record<string, string> = {}, at?: number): Promise<Dispatcher> {
   const port = at ?? (await freePort());
-  const proc = startNode('apps/dispatcher/src/main.js', [], baseEnv({ DISPATCHER_PORT: String(port), ...env }));
+  const proc = startNode(DISPATCHER_SCRIPT, [], baseEnv({ DISPATCHER_PORT: String(port), ...env }));
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
   return { url, port, proc, stop: async (signal = 'SIGTERM') => void (await proc.stop(signal)) };

@@ -11,7 +11,9 @@ import {
   NETWORK_POOL,
   createRedis,
   keys,
+  DISPATCHER_SCRIPT,
   loadConfigOrExit,
+  nodeFlagsFor,
   projectRoot,
   sha256Hex,
 } from '@app/common';
@@ -110,7 +112,10 @@ async function provision(db: PrismaClient): Promise<DemoState> {
 }
 
 function start(name: string, script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const prefix = (line: string) => `[${name}] ${line}`;
   const pipe = (stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream) => {
     let rest = '';
@@ -229,7 +234,7 @@ async function main(): Promise<void> {
   const dispatcherUrl = `http://${local}:${config.DISPATCHER_PORT}`;
   try {
     const api = start('api', 'apps/api/src/main.js', [], env);
-    const dispatcher = start('dispatcher', 'apps/dispatcher/src/main.js', [], env);
+    const dispatcher = start('dispatcher', DISPATCHER_SCRIPT, [], env);
     children.push(api, dispatcher);
     await Promise.all([
       waitHealthy(`${apiUrl}/healthz`, api, 'api'),

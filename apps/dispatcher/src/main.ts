@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
+import { DISPATCHER_NODE_FLAGS, PinoNestLogger, createLogger, loadConfigOrExit, missingNodeFlags, onShutdownSignal } from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
 import { DeviceEvents } from './dispatch/device-events.service';
@@ -13,6 +13,14 @@ const ACCEPT_BACKLOG = 8192;
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger('dispatcher', config.LOG_LEVEL);
+  const missing = missingNodeFlags();
+  if (missing.length > 0) {
+    // It runs without them, but with thousands of devices its garbage collection slows assignments.
+    logger.warn(
+      { missing, expected: DISPATCHER_NODE_FLAGS },
+      'the dispatcher was started without its node flags (npm run start:dispatcher passes them)',
+    );
+  }
   const app = await NestFactory.create<NestFastifyApplication>(
     DispatcherModule.forRoot(config, logger),
     new FastifyAdapter(),

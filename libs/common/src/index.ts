@@ -25,6 +25,7 @@ export * from './queues/fair-share';
 export * from './queues/queue-standing';
 export * from './metrics/metrics';
 export * from './lifecycle/shutdown';
+export * from './lifecycle/node-flags';
 export * from './batching/coalescer';
 export * from './prisma/pg.service';
 export * from './retry/retrying';

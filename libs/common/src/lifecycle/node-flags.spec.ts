@@ -1,0 +1,26 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { projectPath } from '../paths/project-root';
+import { DISPATCHER_NODE_FLAGS, DISPATCHER_SCRIPT, missingNodeFlags, nodeFlagsFor } from './node-flags';
+
+void describe('node flags', () => {
+  void it('gives the dispatcher its flags and every other entry point none', () => {
+    assert.deepEqual(nodeFlagsFor(DISPATCHER_SCRIPT), [...DISPATCHER_NODE_FLAGS]);
+    assert.deepEqual(nodeFlagsFor('apps/api/src/main.js'), []);
+    assert.deepEqual(nodeFlagsFor('apps/device/src/main.js'), []);
+  });
+
+  void it('npm run start:dispatcher passes the same flags, before the script', () => {
+    const manifest = JSON.parse(readFileSync(projectPath('package.json'), 'utf8')) as { scripts: Record<string, string> };
+    assert.equal(
+      manifest.scripts['start:dispatcher'],
+      ['node', ...DISPATCHER_NODE_FLAGS, `dist/${DISPATCHER_SCRIPT}`].join(' '),
+    );
+  });
+
+  void it('names the flags a process was started without', () => {
+    assert.deepEqual(missingNodeFlags([...DISPATCHER_NODE_FLAGS, '--enable-source-maps']), []);
+    assert.deepEqual(missingNodeFlags([]), [...DISPATCHER_NODE_FLAGS]);
+    assert.deepEqual(missingNodeFlags([DISPATCHER_NODE_FLAGS[0]]), DISPATCHER_NODE_FLAGS.slice(1));
+  });
+});

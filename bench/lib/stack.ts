@@ -241,13 +241,10 @@ export async function startApi(target: BenchTarget, profile?: ProfileOptions): P
 
 export async function startDispatcher(target: BenchTarget, profile?: ProfileOptions): Promise<Service> {
   const port = await freePort();
-  const proc = startNode(
-    'dispatcher',
-    DISPATCHER_SCRIPT,
-    [],
-    baseEnv(target, { DISPATCHER_PORT: String(port) }),
-    { profile, collectable: true },
-  );
+  const proc = startNode('dispatcher', DISPATCHER_SCRIPT, [], baseEnv(target, { DISPATCHER_PORT: String(port) }), {
+    profile,
+    collectable: true,
+  });
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
   return { url, port, proc };

@@ -117,7 +117,10 @@ export function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 
 export function startNode(script: string, args: string[], env: NodeJS.ProcessEnv): Proc {
   return new Proc(
-    spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
   );
 }
 

@@ -2,7 +2,14 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { DISPATCHER_NODE_FLAGS, PinoNestLogger, createLogger, loadConfigOrExit, missingNodeFlags, onShutdownSignal } from '@app/common';
+import {
+  DISPATCHER_NODE_FLAGS,
+  PinoNestLogger,
+  createLogger,
+  loadConfigOrExit,
+  missingNodeFlags,
+  onShutdownSignal,
+} from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
 import { DeviceEvents } from './dispatch/device-events.service';

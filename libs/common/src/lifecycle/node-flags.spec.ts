@@ -10,12 +10,13 @@ void describe('node flags', () => {
     assert.deepEqual(nodeFlagsFor('apps/device/src/main.js'), []);
   });
 
-  void it('npm run start:dispatcher passes the same flags, before the script', () => {
-    const manifest = JSON.parse(readFileSync(projectPath('package.json'), 'utf8')) as { scripts: Record<string, string> };
-    assert.equal(
-      manifest.scripts['start:dispatcher'],
-      ['node', ...DISPATCHER_NODE_FLAGS, `dist/${DISPATCHER_SCRIPT}`].join(' '),
-    );
+  void it('npm run start:dispatcher and dev:dispatcher pass the same flags to node', () => {
+    const manifest = JSON.parse(readFileSync(projectPath('package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    const node = ['node', ...DISPATCHER_NODE_FLAGS].join(' ');
+    assert.equal(manifest.scripts['start:dispatcher'], `${node} dist/${DISPATCHER_SCRIPT}`);
+    assert.ok(manifest.scripts['dev:dispatcher'].endsWith(`nest start dispatcher --watch --exec "${node}"`));
   });
 
   void it('names the flags a process was started without', () => {

@@ -12,11 +12,11 @@
  * - `--heap-growing-percent=50`: the old generation grows to 1.5× what is live before it is marked
  *   again, so a mark-compact comes every 15–20 s under that load.
  * - `--max-semi-space-size=4` (MB, default 16): a scavenge copies what is alive at that moment, so a
- *   smaller young generation means shorter pauses, more often: 2–7 ms every 100 ms, instead of
+ *   smaller young generation means shorter pauses, more often: mostly 1.5–5 ms every 100 ms, instead of
  *   5–27 ms every 400 ms.
  *
- * Measured in docs/benchmarks.md ("GC flags"): enqueue→task:assign p99 at 10,000 devices and 200/s
- * went from 27–96 ms to 13–20 ms, and peak RSS went from 298–347 MB to 250–283 MB.
+ * Measured in docs/benchmarks.md (the 2026-12-04 section on the garbage collector): enqueue→task:assign p99 at
+ * 10,000 devices and 200/s went from 27–96 ms to 13–20 ms, and peak RSS from 298–347 MB to 250–270 MB.
  */
 export const DISPATCHER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=50'];
 

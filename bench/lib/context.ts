@@ -19,6 +19,12 @@ export interface BenchOptions {
   throughputDevices: number;
   /** Offered load while assignment latency is measured in the fan-in scenario. */
   faninRate: number;
+  /**
+   * Seconds of that load measured. Longer than the other steps: the bench collects the dispatcher's garbage
+   * just before (to read its memory), and its next mark-compact comes 15–20 s later; a window of 8 s would
+   * never hold one.
+   */
+  faninDurationS: number;
   /** Queues of the queues scenario (half direct, half network), and the requests/s spread across them. */
   queues: number;
   queuesRate: number;

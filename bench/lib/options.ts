@@ -12,6 +12,7 @@ const DEFAULTS = {
     rates: [50, 100, 200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800],
     throughputDevices: 100,
     faninRate: 50,
+    faninDurationS: 40,
     queues: 2000,
     queuesRate: 100,
     usageTasks: 10_000_000,
@@ -26,6 +27,7 @@ const DEFAULTS = {
     rates: [50, 100],
     throughputDevices: 10,
     faninRate: 20,
+    faninDurationS: 2,
     queues: 100,
     queuesRate: 20,
     usageTasks: 200_000,
@@ -94,6 +96,9 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
       ),
     )
     .addOption(
+      new Option('--fanin-duration <s>', 'fan-in: seconds of that load measured [40; quick 2]').argParser(positive),
+    )
+    .addOption(
       new Option(
         '--queues <n>',
         'queues: queues on one dispatcher, half direct (an org and its device each), half network [2000; quick 100]',
@@ -141,6 +146,7 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     rates?: number[];
     throughputDevices?: number;
     faninRate?: number;
+    faninDuration?: number;
     queues?: number;
     queuesRate?: number;
     usageTasks?: number;
@@ -167,6 +173,7 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     rates: raw.rates ?? d.rates,
     throughputDevices: raw.throughputDevices ?? d.throughputDevices,
     faninRate: raw.faninRate ?? d.faninRate,
+    faninDurationS: raw.faninDuration ?? d.faninDurationS,
     queues: raw.queues ?? d.queues,
     queuesRate: raw.queuesRate ?? d.queuesRate,
     usageTasks: raw.usageTasks ?? d.usageTasks,

@@ -104,7 +104,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     await sleep(500);
     await fleet.collectAssigns();
 
-    ctx.log(`fan-in: ${opts.faninRate} requests/s for ${opts.durationS}s across ${devices} idle devices`);
+    ctx.log(`fan-in: ${opts.faninRate} requests/s for ${opts.faninDurationS}s across ${devices} idle devices`);
     let rssPeak = 0;
     const sampler = setInterval(() => {
       rssPeak = Math.max(rssPeak, rssBytes(dispatcherPid) ?? 0);
@@ -114,7 +114,7 @@ export async function faninScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     await scrape(stack.dispatcher.url);
     const assignBefore = await scrapeHistogram(stack.dispatcher.url, ASSIGN_HISTOGRAM);
     const { result: run, cpu: cpuLoad } = await measureCpu(groups, () =>
-      load.run(opts.faninRate, opts.durationS * 1000, true),
+      load.run(opts.faninRate, opts.faninDurationS * 1000, true),
     );
     const loopLoad = await scrape(stack.dispatcher.url);
     const assignAfter = await scrapeHistogram(stack.dispatcher.url, ASSIGN_HISTOGRAM);

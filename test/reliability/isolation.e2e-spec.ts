@@ -14,6 +14,7 @@ import {
   sleep,
   taskCount,
   uniq,
+  waitOnline,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -564,6 +565,8 @@ describe('isolation and untrusted devices', () => {
       const silent = await createDevice();
       secrets.push(silent.token);
       const fake = await FakeDevice.connect(dispatcher.url, silent.token, [model], { ack: false });
+      // Online first: a request for a model no device serves yet gets its answer at once, not an assignment.
+      await waitOnline([model], silent.token);
       try {
         const pending = chat(api1, orgB.key, model, 'nobody acknowledges');
         const first = await fake.nextAssignment();

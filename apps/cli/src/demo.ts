@@ -112,19 +112,14 @@ async function provision(db: PrismaClient): Promise<DemoState> {
 }
 
 function start(name: string, script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const prefix = (line: string) => `[${name}] ${line}`;
+  const argv = [...nodeFlagsFor(script), join(DIST, script), ...args];
+  const child = spawn(process.execPath, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const pipe = (stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream) => {
     let rest = '';
     stream?.on('data', (chunk: Buffer) => {
       const lines = (rest + chunk.toString()).split('\n');
       rest = lines.pop() ?? '';
-      for (const line of lines) {
-        out.write(prefix(line) + '\n');
-      }
+      out.write(lines.map((line) => `[${name}] ${line}\n`).join(''));
     });
   };
   pipe(child.stdout, process.stdout);

@@ -274,7 +274,7 @@ export class Fixtures {
     const org = await this.admin.createOrg(`bench-${label}-${Date.now().toString(36)}`);
     await this.db.organization.update({ where: { id: org.id }, data: { weight } });
     for (const id of typeof model === 'string' ? [model] : model) {
-      await this.db.model.upsert({ where: { id }, create: { id }, update: {} });
+      await this.db.model.upsert({ where: { id }, create: { id, network: true }, update: {} });
       await this.admin.enableModel(id, org.name);
     }
     const key = await this.admin.createKey({ org: org.name, label: 'bench' });
@@ -285,7 +285,7 @@ export class Fixtures {
     if (!this.orgName) {
       throw new Error('create the tenant first');
     }
-    await this.db.model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    await this.db.model.upsert({ where: { id: model }, create: { id: model, network: true }, update: {} });
     await this.admin.enableModel(model, this.orgName);
   }
 

@@ -168,7 +168,13 @@ describe('admin HTTP API', () => {
     const id = `${uniq('vendor')}/Model-GGUF:Q4_K_M`;
     const added = await admin('POST', '/admin/models', { id, max_output_tokens: 4096, owned_by: 'acme' });
     assert.equal(added.status, 201, added.text);
-    expect(added.body).toEqual({ id, max_output_tokens: 4096, owned_by: 'acme', created_at: added.body.created_at });
+    expect(added.body).toEqual({
+      id,
+      max_output_tokens: 4096,
+      owned_by: 'acme',
+      network: false,
+      created_at: added.body.created_at,
+    });
     assert.equal(typeof added.body.created_at, 'string');
     const row = await db().model.findUniqueOrThrow({ where: { id } });
     assert.equal(row.maxOutputTokens, 4096);
@@ -202,6 +208,47 @@ describe('admin HTTP API', () => {
     expect(disabled.body).toEqual({ model: id, org, enabled: false });
     expect((await find(id)).enabled_for).toEqual([]);
     assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } }), 0);
+  });
+
+  test('models: PATCH changes the fields it is given and no others; a bad body or model changes nothing', async () => {
+    const id = `${uniq('patch')}/Model:Q8_0`;
+    const added = await admin('POST', '/admin/models', { id, max_output_tokens: 512, network: true });
+    assert.equal(added.status, 201, added.text);
+    assert.equal(added.body.network, true);
+
+    const off = await admin('PATCH', `/admin/models/${modelPath(id)}`, { network: false });
+    assert.equal(off.status, 200, off.text);
+    expect(off.body).toMatchObject({ id, max_output_tokens: 512, owned_by: 'switchyard', network: false });
+    const unbounded = await admin('PATCH', `/admin/models/${modelPath(id)}`, {
+      max_output_tokens: null,
+      owned_by: 'x',
+    });
+    expect(unbounded.body).toMatchObject({ id, max_output_tokens: null, owned_by: 'x', network: false });
+
+    const before = await db().model.findUniqueOrThrow({ where: { id } });
+    assertOpenAIError(
+      await admin('PATCH', `/admin/models/${modelPath(id)}`, { network: 'on' }),
+      400,
+      'invalid_request',
+    );
+    assertOpenAIError(
+      await admin('PATCH', `/admin/models/${modelPath(id)}`, { colour: 'red' }),
+      400,
+      'invalid_request',
+    );
+    assertOpenAIError(
+      await admin('PATCH', `/admin/models/${modelPath(id)}`, { max_output_tokens: 0 }),
+      400,
+      'invalid_request',
+      'max_output_tokens',
+    );
+    assertOpenAIError(
+      await admin('PATCH', `/admin/models/${modelPath(`${id}-nope`)}`, { network: true }),
+      404,
+      'model_not_found',
+      'model',
+    );
+    expect(await db().model.findUniqueOrThrow({ where: { id } })).toEqual(before);
   });
 
   test('devices: create (direct and network), list and revoke through /admin', async () => {

@@ -194,23 +194,26 @@ describe('admin CLI', () => {
     const modelA = `${uniq('cli-vendor')}/Cli-Model-GGUF:Q4_K_M`;
     const modelB = `${uniq('cli-llama')}:7b`;
     const [human, json] = await Promise.all([
-      cli(['model', 'add', modelA, '--max-output-tokens', '2048', '--owned-by', 'acme']),
+      cli(['model', 'add', modelA, '--max-output-tokens', '2048', '--owned-by', 'acme', '--network']),
       cli(['--json', 'model', 'add', modelB]),
     ]);
     const record = humanRecord(ok(human, 'model add'));
     assert.equal(record.id, modelA);
     assert.equal(record.max_output_tokens, '2048');
     assert.equal(record.owned_by, 'acme');
+    assert.equal(record.network, 'true');
     const added = okJson(json, 'model add --json');
     expect(added).toEqual({
       id: modelB,
       max_output_tokens: null,
       owned_by: 'switchyard',
+      network: false,
       created_at: added.created_at,
     });
     const rowA = await db().model.findUniqueOrThrow({ where: { id: modelA } });
     assert.equal(rowA.maxOutputTokens, 2048);
     assert.equal(rowA.ownedBy, 'acme');
+    assert.equal(rowA.network, true);
     assert.equal(await db().model.count({ where: { id: modelB } }), 1);
 
     const [humanEnable, jsonEnable] = await Promise.all([
@@ -229,12 +232,37 @@ describe('admin CLI', () => {
 
     const [humanList, jsonList] = await Promise.all([cli(['model', 'list']), cli(['--json', 'model', 'list'])]);
     const listed = table(ok(humanList, 'model list'));
-    assertColumns(listed.header, ['ID', 'MAX_OUTPUT_TOKENS', 'OWNED_BY', 'CREATED_AT', 'ENABLED_FOR']);
+    assertColumns(listed.header, ['ID', 'MAX_OUTPUT_TOKENS', 'OWNED_BY', 'NETWORK', 'CREATED_AT', 'ENABLED_FOR']);
     const modelRow = rowOf(listed.rows, 'ID', modelA);
-    expect([modelRow.MAX_OUTPUT_TOKENS, modelRow.OWNED_BY, modelRow.ENABLED_FOR]).toEqual(['2048', 'acme', orgA]);
+    expect([modelRow.MAX_OUTPUT_TOKENS, modelRow.OWNED_BY, modelRow.NETWORK, modelRow.ENABLED_FOR]).toEqual([
+      '2048',
+      'acme',
+      'true',
+      orgA,
+    ]);
     const entry = okJson(jsonList, 'model list --json').data.find((m: { id: string }) => m.id === modelB);
     expect(entry.enabled_for).toEqual([orgA]);
     assert.equal(entry.owned_by, 'switchyard');
+    assert.equal(entry.network, false);
+
+    // model network on|off: the flag, nothing else.
+    expect(okJson(await cli(['--json', 'model', 'network', modelB, 'on']), 'model network on')).toMatchObject({
+      id: modelB,
+      network: true,
+      owned_by: 'switchyard',
+    });
+    expect(humanRecord(ok(await cli(['model', 'network', modelA, 'off']), 'model network off'))).toMatchObject({
+      id: modelA,
+      network: 'false',
+      max_output_tokens: '2048',
+    });
+    expect((await db().model.findUniqueOrThrow({ where: { id: modelB } })).network).toBe(true);
+    const badSwitch = await cli(['model', 'network', modelB, 'maybe']);
+    assert.equal(badSwitch.code, 1, badSwitch.stderr);
+    expect(badSwitch.stderr).toMatch(/must be on or off/);
+    const unknown = await cli(['model', 'network', `${modelB}-nope`, 'on']);
+    assert.notEqual(unknown.code, 0);
+    expect(unknown.stderr).toMatch(/does not exist/);
 
     const [humanDisable, jsonDisable] = await Promise.all([
       cli(['model', 'disable', modelA, '--org', orgA]),

@@ -268,6 +268,50 @@ describe('hostile devices', () => {
     );
   });
 
+  it('a model of one organization only reaches no network device until the catalog marks it for the network', async () => {
+    // An org that lets its prompts go to the network, with a model enabled for it alone, added to the
+    // catalog as an operator does (not marked for the network).
+    const mine = uniq('mine');
+    assert.equal((await cli(['model', 'add', mine])).code, 0);
+    const orgC = await createTenant([mine]);
+    const stranger = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [mine, calm]);
+    fakes.push(stranger);
+    // It serves org B's model too, and never answers on its own: it must not take the next tests' tasks.
+    try {
+      expect(stranger.announceAck.refused).toEqual([{ model: mine, reason: 'not_network' }]);
+      expect(stranger.announceAck.models).toEqual([calm]);
+
+      assertOpenAIError(await chat(orgC.key, mine, 'auto: no device of my own'), 503, 'no_device_available');
+      assertOpenAIError(await chat(orgC.key, mine, 'network', { mode: 'network' }), 403, 'network_not_allowed', 'mode');
+      expect(stranger.assignments).toEqual([]);
+
+      // The operator opens the model to the network: the connected device may serve it within a refresh.
+      assert.equal((await cli(['model', 'network', mine, 'on'])).code, 0);
+      const pending = until(
+        async () => {
+          const res = await chat(orgC.key, mine, 'now on the network', { mode: 'network' });
+          // Until the api's cached model (403) and the dispatcher's refresh (503) have caught up.
+          return res.status === 503 || res.status === 403 ? null : res;
+        },
+        'the network device to be offered the model',
+        20_000,
+      );
+      const task = await stranger.nextAssignment(20_000);
+      expect(task.params.messages[0].content).toBe('now on the network');
+      stranger.answer(task.task_address, ['ok']);
+      const res = (await pending)!;
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.mode, 'network');
+      const models = await http('GET', `${api.url}/admin/models`, { headers: adminAuth });
+      expect(models.body.data.find((m: any) => m.id === mine)).toMatchObject({
+        network: true,
+        enabled_for: [orgC.org.name],
+      });
+    } finally {
+      stranger.close();
+    }
+  });
+
   it("the dispatcher's Redis connections and keys stay constant, whatever and however often devices announce", async () => {
     const connectionsBefore = await dispatcherConnections();
     const clientsBefore = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);

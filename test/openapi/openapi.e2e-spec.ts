@@ -152,6 +152,9 @@ describe('OpenAPI document', () => {
     await asAdmin('POST', '/admin/models', '/admin/models', { id, max_output_tokens: 100 });
     await asAdmin('POST', '/admin/models', '/admin/models', { id: 'has space' });
     await asAdmin('GET', '/admin/models', '/admin/models');
+    await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: true });
+    await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: 'yes' });
+    await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${uniq('nope')}`, { network: false });
     const path = `/admin/orgs/${name}/models/${id.replaceAll('/', '%2F')}`;
     await asAdmin('PUT', '/admin/orgs/{org}/models/{model}', path);
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);

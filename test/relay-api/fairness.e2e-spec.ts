@@ -20,7 +20,7 @@ describe('fair queues and queue status', () => {
   beforeAll(async () => {
     [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
     const { token } = await createDevice();
-    await db().model.upsert({ where: { id: model }, create: { id: model }, update: {} });
+    await db().model.upsert({ where: { id: model }, create: { id: model, network: true }, update: {} });
     device = await FakeDevice.connect(dispatcher.url, token, [model]);
     await waitOnline([model], token);
   });

@@ -91,7 +91,7 @@ describe('chaos: devices and clients', () => {
   /** A model of its own for one case, enabled for the tenant. */
   async function newModel(): Promise<string> {
     const model = uniq('chaos');
-    await db().model.create({ data: { id: model } });
+    await db().model.create({ data: { id: model, network: true } });
     await db().orgModel.create({ data: { orgId: tenant.org.id, modelId: model } });
     return model;
   }

@@ -560,7 +560,7 @@ describe('isolation and untrusted devices', () => {
 
     it('a device that never acknowledges is not handed the same task again (no ack: "back for another device")', async () => {
       const model = uniq('no-ack');
-      await db().model.create({ data: { id: model } });
+      await db().model.create({ data: { id: model, network: true } });
       await db().orgModel.create({ data: { orgId: orgB.org.id, modelId: model } });
       const silent = await createDevice();
       secrets.push(silent.token);

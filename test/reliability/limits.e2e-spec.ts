@@ -61,7 +61,7 @@ describe('limits and request caps', () => {
       }),
       startDispatcher(),
     ]);
-    await db().model.create({ data: { id: clamped, maxOutputTokens: 3 } });
+    await db().model.create({ data: { id: clamped, maxOutputTokens: 3, network: true } });
     const tokens = await Promise.all([createDevice(), createDevice(), createDevice()]);
     devices.push(
       ...(await Promise.all([

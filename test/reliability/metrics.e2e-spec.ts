@@ -213,7 +213,7 @@ describe('observability and graceful shutdown', () => {
     let streamer: string;
     beforeAll(async () => {
       streamer = uniq('streamer');
-      await db().model.create({ data: { id: streamer } });
+      await db().model.create({ data: { id: streamer, network: true } });
       await http('PUT', `${api.url}/admin/orgs/${tenant.org.name}/models/${streamer}`, { headers: adminAuth });
       const d = await createDevice();
       devices.push(await startDevice(dispatcher.url, d.token, { models: [streamer], tokensPerSecond: 8, tokens: 24 }));
@@ -282,7 +282,7 @@ describe('observability and graceful shutdown', () => {
       const longModel = uniq('long');
       const waitModel = uniq('wait');
       for (const id of [longModel, waitModel]) {
-        await db().model.create({ data: { id } });
+        await db().model.create({ data: { id, network: true } });
         await http('PUT', `${api.url}/admin/orgs/${tenant.org.name}/models/${id}`, { headers: adminAuth });
       }
       const [a, b] = await Promise.all([createDevice(), createDevice()]);

@@ -302,13 +302,15 @@ export function simDeviceArgs(server: string, token: string, opts: DeviceOptions
 
 /**
  * Adds the models to the catalog when missing: a device may serve only catalog models (the
- * dispatcher refuses the others), as an operator adds a model before its devices announce it.
+ * dispatcher refuses the others), as an operator adds a model before its devices announce it. They
+ * are marked for the network, which most suites' devices are; a suite that needs a model of its
+ * organizations only creates it itself.
  */
 export async function ensureCatalog(models: string[]): Promise<void> {
   for (const id of models) {
     // Two suites may race to add the same model: the loser finds it there.
     await db()
-      .model.upsert({ where: { id }, create: { id }, update: {} })
+      .model.upsert({ where: { id }, create: { id, network: true }, update: {} })
       .catch(() => db().model.findUniqueOrThrow({ where: { id } }));
   }
 }

@@ -129,9 +129,18 @@ function buildProgram(io: CliIo, run: Run) {
     .description('add a model to the catalog')
     .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
     .option('--owned-by <text>', 'owned_by as /v1/models shows it')
-    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string }) =>
+    .option('--network', 'let network devices serve it too (default: only the direct devices of its orgs)')
+    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string; network?: boolean }) =>
       admin((a) => a.models.add({ id, ...opts })),
     );
+  model
+    .command('network')
+    .description(
+      'let network devices serve a model (on), or keep it to the direct devices of its organizations (off, the default)',
+    )
+    .argument('<model-id>', 'catalog model')
+    .argument('<on|off>', 'on or off', onOff)
+    .action((id: string, network: boolean) => admin((a) => a.models.update(id, { network })));
   model
     .command('list')
     .description('list the catalog')

@@ -93,7 +93,9 @@ async function provision(db: PrismaClient): Promise<DemoState> {
     }
   };
   await ignoreConflict(() => admin.createOrg(ORG));
-  await ignoreConflict(() => admin.addModel({ id: MODEL, maxOutputTokens: 4096, ownedBy: 'switchyard-demo' }));
+  await ignoreConflict(() =>
+    admin.addModel({ id: MODEL, maxOutputTokens: 4096, ownedBy: 'switchyard-demo', network: true }),
+  );
   await admin.enableModel(MODEL, ORG);
 
   const keyRow = saved.key ? await db.apiKey.findUnique({ where: { hash: sha256Hex(saved.key) } }) : null;

@@ -24,7 +24,7 @@ describe('limits (api)', () => {
   /** A tenant with limits, and a model served by one fake device. */
   async function fixture(limits: { rpm?: number; concurrency?: number; maxQueued?: number }) {
     const model = uniq('medium-limits');
-    await new AdminService(db()).addModel({ id: model });
+    await new AdminService(db()).addModel({ id: model, network: true });
     const tenant = await createTenant([model]);
     await new AdminService(db()).setLimits(tenant.org.name, limits);
     const { token } = await createDevice();

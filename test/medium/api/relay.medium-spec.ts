@@ -50,7 +50,7 @@ describe('relay (api)', () => {
   /** A tenant with a model of its own (max 100 output tokens) served by `count` fake network devices. */
   async function fixture(count = 1, opts: { features?: string[] } = {}) {
     const model = uniq('medium-relay');
-    await new AdminService(db()).addModel({ id: model, maxOutputTokens: 100 });
+    await new AdminService(db()).addModel({ id: model, maxOutputTokens: 100, network: true });
     const tenant = await createTenant([model]);
     const fakes: FakeDevice[] = [];
     for (let i = 0; i < count; i++) {

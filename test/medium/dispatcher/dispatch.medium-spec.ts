@@ -28,7 +28,7 @@ describe('dispatch (dispatcher)', () => {
 
   async function model(): Promise<{ model: string; tenant: Tenant }> {
     const id = uniq('medium-dispatch');
-    await new AdminService(db()).addModel({ id });
+    await new AdminService(db()).addModel({ id, network: true });
     return { model: id, tenant: await createTenant([id]) };
   }
 

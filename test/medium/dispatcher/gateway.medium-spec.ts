@@ -94,7 +94,7 @@ describe('device gateway (dispatcher)', () => {
   /** A model of the catalog (a device may announce only those). */
   const catalogModel = async () => {
     const model = uniq('medium-gw');
-    await new AdminService(db()).addModel({ id: model });
+    await new AdminService(db()).addModel({ id: model, network: true });
     return model;
   };
 

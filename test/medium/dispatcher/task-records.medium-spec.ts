@@ -37,7 +37,7 @@ describe('task records', () => {
 
   async function fixture() {
     const model = uniq('medium-records');
-    await new AdminService(db()).addModel({ id: model });
+    await new AdminService(db()).addModel({ id: model, network: true });
     const tenant = await createTenant([model]);
     const { id, token } = await createDevice();
     const fake = await FakeDevice.connect(dispatcher.url, token, [model]);

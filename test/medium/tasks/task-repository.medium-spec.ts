@@ -32,7 +32,7 @@ describe('TaskRepository', () => {
     writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
     writer.start();
     model = uniq('medium-repo');
-    await new AdminService(db()).addModel({ id: model });
+    await new AdminService(db()).addModel({ id: model, network: true });
     tenant = await createTenant([model]);
     deviceIds = [];
     for (let i = 0; i < 6; i++) {

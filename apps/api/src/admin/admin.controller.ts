@@ -12,6 +12,7 @@ import {
   limitsBody,
   rotateKeyBody,
   updateDeviceBody,
+  updateModelBody,
 } from './admin.schemas';
 
 const list = <T>(data: T[]) => ({ object: 'list' as const, data });
@@ -86,7 +87,23 @@ export class AdminController {
   @Post('models')
   addModel(@Body() body: unknown) {
     const input = parseInput(addModelBody, body ?? {});
-    return this.admin.models.add({ id: input.id, maxOutputTokens: input.max_output_tokens, ownedBy: input.owned_by });
+    return this.admin.models.add({
+      id: input.id,
+      maxOutputTokens: input.max_output_tokens,
+      ownedBy: input.owned_by,
+      network: input.network,
+    });
+  }
+
+  /** Changes a catalog model; fields left out keep their value. */
+  @Patch('models/:model')
+  updateModel(@Param('model') model: string, @Body() body: unknown) {
+    const input = parseInput(updateModelBody, body ?? {});
+    return this.admin.models.update(model, {
+      maxOutputTokens: input.max_output_tokens,
+      ownedBy: input.owned_by,
+      network: input.network,
+    });
   }
 
   @Put('orgs/:org/models/:model')

@@ -13,6 +13,12 @@ const allowedModels = z
   .nullable()
   .describe('The only catalog models the device may serve (at least one); null: any model it may otherwise serve');
 
+const networkModel = z
+  .boolean()
+  .describe(
+    'Served by network devices too (default false: only by the direct devices of the organizations it is enabled for)',
+  );
+
 export const createOrgBody = z.strictObject({
   name: z.string().describe('1-64 letters, digits, ".", "_" or "-", starting with a letter or digit'),
 });
@@ -44,6 +50,17 @@ export const addModelBody = z.strictObject({
   id: z.string().describe('1-200 characters: letters, digits and . _ : / @ + -'),
   max_output_tokens: z.number().int().optional().describe('Upper bound for max_tokens, 1 to 1,000,000'),
   owned_by: z.string().optional().describe('owned_by as /v1/models shows it (default switchyard)'),
+  network: networkModel.optional(),
+});
+export const updateModelBody = z.strictObject({
+  max_output_tokens: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe('Upper bound for max_tokens, 1 to 1,000,000, or null to remove it'),
+  owned_by: z.string().optional().describe('owned_by as /v1/models shows it'),
+  network: networkModel.optional(),
 });
 export const createDeviceBody = z.strictObject({
   name: z.string().describe('1-64 characters'),

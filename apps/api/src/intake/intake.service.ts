@@ -82,6 +82,7 @@ export class IntakeService {
       mode: request.mode,
       requires: needs,
       networkAllowed: caller.network,
+      modelOnNetwork: model.network,
     });
     const id = randomUUID();
     const taken = await this.limits.take(caller.orgId, caller.limits, model.id, id);

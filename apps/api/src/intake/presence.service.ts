@@ -27,12 +27,15 @@ export interface RouteRequest {
   requires: Requirement[];
   /** The org lets its prompts go to the shared network. */
   networkAllowed: boolean;
+  /** The catalog lets network devices serve the model (else it is its organizations' own). */
+  modelOnNetwork: boolean;
 }
 
 /**
  * Chooses the pool a request goes to from the devices online now (published by the dispatchers):
  * `direct` = the org's own devices, `network` = the shared ones, `auto` = direct when one of the
- * org's devices can serve it, else the network (unless the org keeps its prompts off it). Presence
+ * org's devices can serve it, else the network (unless the org keeps its prompts off it, or the
+ * catalog keeps the model off it). Presence
  * is cached per (pool, model) and dropped on every change, so a request usually needs no round trip.
  */
 @Injectable()
@@ -124,7 +127,14 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
         'mode',
       );
     }
-    const useNetwork = mode !== 'direct' && request.networkAllowed;
+    if (mode === 'network' && !request.modelOnNetwork) {
+      throw new AppError(
+        'network_not_allowed',
+        `The model '${model}' is not served by the shared network, only by your organization’s own devices: use mode 'direct' or 'auto'.`,
+        'mode',
+      );
+    }
+    const useNetwork = mode !== 'direct' && request.networkAllowed && request.modelOnNetwork;
     const [direct, network] = await Promise.all([
       mode === 'network' ? Promise.resolve([]) : this.online(orgId, model, fresh),
       useNetwork ? this.online(NETWORK_POOL, model, fresh) : Promise.resolve([]),

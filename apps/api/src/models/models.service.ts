@@ -32,11 +32,12 @@ interface ModelSqlRow {
   id: string;
   max_output_tokens: number | null;
   owned_by: string;
+  network: boolean;
   created_at: Date;
 }
 
 const MODEL_LOOKUP = `
-  SELECT m.id, m.max_output_tokens, m.owned_by, m.created_at
+  SELECT m.id, m.max_output_tokens, m.owned_by, m.network, m.created_at
   FROM org_models om JOIN models m ON m.id = om.model_id
   WHERE om.org_id = $1::uuid AND om.model_id = $2`;
 
@@ -114,7 +115,13 @@ export class ModelsService {
         'model',
       );
     }
-    return { id: row.id, maxOutputTokens: row.max_output_tokens, ownedBy: row.owned_by, createdAt: row.created_at };
+    return {
+      id: row.id,
+      maxOutputTokens: row.max_output_tokens,
+      ownedBy: row.owned_by,
+      network: row.network,
+      createdAt: row.created_at,
+    };
   }
 
   async retrieve(orgId: string, modelId: string): Promise<ModelObject> {

@@ -50,7 +50,7 @@ export class OllamaController {
   @HttpCode(200)
   async show(@Caller() caller: AuthContext, @Body() body: unknown) {
     const model = await this.models.get(caller.orgId, parseShow(body));
-    const { features } = await this.presence.serving(caller.orgId, model.id, caller.network);
+    const { features } = await this.presence.serving(caller.orgId, model.id, caller.network && model.network);
     return showResponse(model, features);
   }
 
@@ -58,7 +58,9 @@ export class OllamaController {
   @Get('ps')
   async ps(@Caller() caller: AuthContext) {
     const rows = await this.models.listRows(caller.orgId);
-    const online = await Promise.all(rows.map((m) => this.presence.serving(caller.orgId, m.id, caller.network)));
+    const online = await Promise.all(
+      rows.map((m) => this.presence.serving(caller.orgId, m.id, caller.network && m.network)),
+    );
     return {
       models: rows.flatMap((m, i) => {
         const until = online[i].until;

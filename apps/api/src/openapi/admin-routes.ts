@@ -7,6 +7,7 @@ import {
   limitsBody,
   rotateKeyBody,
   updateDeviceBody,
+  updateModelBody,
 } from '../admin/admin.schemas';
 import { signInBody } from '../dashboard/dashboard.controller';
 import * as admin from './admin-schemas';
@@ -107,6 +108,17 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     body: { schema: addModelBody, required: true },
     ok: { status: 201, description: 'Added', json: admin.adminModel },
     errors: [400, 409],
+  },
+  {
+    method: 'patch',
+    path: '/admin/models/{model}',
+    summary: 'Change a catalog model: its max_tokens bound, owned_by, whether network devices serve it',
+    tag: 'Admin',
+    auth: 'admin',
+    params: { model: api.MODEL },
+    body: { schema: updateModelBody, required: true },
+    ok: { status: 200, description: 'The model', json: admin.adminModel },
+    errors: [400, 404],
   },
   {
     method: 'put',

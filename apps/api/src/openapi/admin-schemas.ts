@@ -80,6 +80,7 @@ const modelFields = {
   id: z.string(),
   max_output_tokens: z.number().int().nullable(),
   owned_by: z.string(),
+  network: z.boolean().describe('Served by network devices too; false: only by the direct devices of its orgs'),
   created_at: iso,
 };
 export const adminModel = named('CatalogModel', 'A catalog model.', z.strictObject(modelFields));

@@ -10,8 +10,9 @@ export interface AnnounceDecision {
 
 /**
  * Which of the models a device announces it may serve. A device is untrusted: it may serve only
- * catalog models; a direct device only those enabled for its organization; a device an admin
- * restricted only those on its list. Announces that arrive together are decided in one query (while
+ * catalog models; a network device only those the catalog marks for the network (a model not marked
+ * is its organizations' own: its prompts never reach a stranger's device); a direct device only those
+ * enabled for its organization; a device an admin restricted only those on its list. Announces that arrive together are decided in one query (while
  * one runs, the next wait for it and go together): ten thousand devices announcing at once are a few
  * dozen queries, not ten thousand through a pool of ten.
  */
@@ -43,15 +44,23 @@ export class AnnouncePolicy {
     if (pairs.length === 0) {
       return decisions;
     }
-    const { rows } = await this.db.sql<{ n: string; known: boolean; enabled: boolean; allowed: boolean }>(
+    const { rows } = await this.db.sql<{
+      n: string;
+      known: boolean;
+      network: boolean;
+      enabled: boolean;
+      allowed: boolean;
+    }>(
       `SELECT a.n,
-         EXISTS (SELECT 1 FROM models m WHERE m.id = a.model) AS known,
+         m.id IS NOT NULL AS known,
+         COALESCE(m.network, false) AS network,
          (a.org_id IS NULL OR EXISTS (SELECT 1 FROM org_models om WHERE om.org_id = a.org_id AND om.model_id = a.model))
            AS enabled,
          (NOT COALESCE(d.models_restricted, true)
            OR EXISTS (SELECT 1 FROM device_models dm WHERE dm.device_id = a.device_id AND dm.model_id = a.model)) AS allowed
        FROM unnest($1::uuid[], $2::text[], $3::uuid[]) WITH ORDINALITY AS a(device_id, model, org_id, n)
        LEFT JOIN devices d ON d.id = a.device_id
+       LEFT JOIN models m ON m.id = a.model
        ORDER BY a.n`,
       [
         pairs.map((p) => p.ask.session.id),
@@ -61,13 +70,7 @@ export class AnnouncePolicy {
     );
     for (const row of rows) {
       const pair = pairs[Number(row.n) - 1];
-      const reason: RefusalReason | null = !row.known
-        ? 'unknown_model'
-        : !row.enabled
-          ? 'not_enabled'
-          : !row.allowed
-            ? 'not_allowed'
-            : null;
+      const reason = this.refusal(row, pair.ask.session.socket.data.orgId === null);
       if (reason) {
         decisions[pair.i].refused.push({ model: pair.model, reason });
       } else {
@@ -75,5 +78,21 @@ export class AnnouncePolicy {
       }
     }
     return decisions;
+  }
+
+  private refusal(
+    row: { known: boolean; network: boolean; enabled: boolean; allowed: boolean },
+    networkDevice: boolean,
+  ): RefusalReason | null {
+    if (!row.known) {
+      return 'unknown_model';
+    }
+    if (networkDevice && !row.network) {
+      return 'not_network';
+    }
+    if (!row.enabled) {
+      return 'not_enabled';
+    }
+    return row.allowed ? null : 'not_allowed';
   }
 }

@@ -8,12 +8,23 @@ export interface AddModelInput {
   id: string;
   maxOutputTokens?: number;
   ownedBy?: string;
+  /** Served by network devices too; default false (only the direct devices of its orgs). */
+  network?: boolean;
+}
+
+/** What an admin may change of a catalog model; fields left out keep their value. */
+export interface UpdateModelInput {
+  /** null removes the bound. */
+  maxOutputTokens?: number | null;
+  ownedBy?: string;
+  network?: boolean;
 }
 
 interface ModelRow {
   id: string;
   max_output_tokens: number | null;
   owned_by: string;
+  network: boolean;
   created_at: Date;
 }
 
@@ -24,6 +35,7 @@ const modelJson = (m: ModelRow) => ({
   id: m.id,
   max_output_tokens: m.max_output_tokens,
   owned_by: m.owned_by,
+  network: m.network,
   created_at: iso(m.created_at),
 });
 
@@ -40,9 +52,9 @@ export class AdminModelsService {
     const ownedBy = input.ownedBy === undefined ? null : check(ownedBySchema, input.ownedBy, 'owned_by');
     try {
       const [row] = await this.sql.query<ModelRow>(
-        `INSERT INTO models (id, max_output_tokens, owned_by) VALUES ($1, $2::int, coalesce($3, 'switchyard'))
-         RETURNING *`,
-        [id, maxOutputTokens, ownedBy],
+        `INSERT INTO models (id, max_output_tokens, owned_by, network)
+         VALUES ($1, $2::int, coalesce($3, 'switchyard'), $4) RETURNING *`,
+        [id, maxOutputTokens, ownedBy, input.network ?? false],
       );
       return modelJson(row);
     } catch (error) {
@@ -51,6 +63,24 @@ export class AdminModelsService {
       }
       throw error;
     }
+  }
+
+  async update(modelId: string, input: UpdateModelInput) {
+    const model = await this.byId(modelId);
+    const maxOutputTokens =
+      input.maxOutputTokens === undefined || input.maxOutputTokens === null
+        ? input.maxOutputTokens
+        : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
+    const ownedBy = input.ownedBy === undefined ? undefined : check(ownedBySchema, input.ownedBy, 'owned_by');
+    const [row] = await this.sql.query<ModelRow>(
+      `UPDATE models SET
+         max_output_tokens = CASE WHEN $2 THEN $3::int ELSE max_output_tokens END,
+         owned_by = coalesce($4, owned_by),
+         network = coalesce($5, network)
+       WHERE id = $1 RETURNING *`,
+      [model.id, maxOutputTokens !== undefined, maxOutputTokens ?? null, ownedBy ?? null, input.network ?? null],
+    );
+    return modelJson(row);
   }
 
   async list() {

@@ -50,7 +50,7 @@ export const announceSchema = z.object({
 export type AnnouncePayload = z.infer<typeof announceSchema>;
 
 /** Why the dispatcher refuses to let a device serve a model. */
-export const REFUSAL_REASONS = ['unknown_model', 'not_enabled', 'not_allowed'] as const;
+export const REFUSAL_REASONS = ['unknown_model', 'not_enabled', 'not_allowed', 'not_network'] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 export const announceAckSchema = z.union([

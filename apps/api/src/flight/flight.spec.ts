@@ -1,5 +1,5 @@
 import type { EndGuard, Ending, TaskEvent } from '@app/common';
-import { Flight } from './flight';
+import { FLIGHT_BUFFER_BYTES, Flight } from './flight';
 import type { FlightHooks, FlightState } from './flight';
 
 /** Hooks that record what the flight asked for; `ends` says what the repository answers. */
@@ -8,6 +8,7 @@ function hooks(ends: (guard: EndGuard) => boolean = () => true) {
     ended: [] as { ending: Ending; guard: EndGuard }[],
     withdrawn: [] as boolean[],
     changes: [] as { from: FlightState; to: FlightState; outcome: string | null }[],
+    flows: [] as boolean[],
   };
   const impl: FlightHooks = {
     endTask: async (_f, ending, guard) => {
@@ -18,6 +19,7 @@ function hooks(ends: (guard: EndGuard) => boolean = () => true) {
       calls.withdrawn.push(waiting);
     },
     changed: (f, from, outcome) => calls.changes.push({ from, to: f.state, outcome }),
+    flow: (_f, reading) => calls.flows.push(reading),
   };
   return { impl, calls };
 }
@@ -163,5 +165,36 @@ describe('Flight', () => {
     expect(running.calls.ended).toEqual([]);
     expect(running.calls.withdrawn).toEqual([false]);
     expect(running.calls.changes.at(-1)).toMatchObject({ to: 'ended', outcome: 'cancelled' });
+  });
+
+  it('a client slower than its device holds the stream past the buffer bound, and is not blamed on the device', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    const piece = 'x'.repeat(16 * 1024);
+    const pieces = Math.ceil(FLIGHT_BUFFER_BYTES / piece.length) + 1;
+    for (let i = 0; i < pieces; i++) {
+      flight.onEntry(entry(1, 1 + i, [delta(piece)]));
+    }
+    expect(calls.flows).toEqual([false]);
+    // The device is not read meanwhile: its silence is not a timeout.
+    await jest.advanceTimersByTimeAsync(timeouts.idleMs * 3);
+    expect(flight.state).toBe('streaming');
+
+    const events = flight.events();
+    let taken = 0;
+    while (calls.flows.length < 2) {
+      await events.next();
+      taken++;
+    }
+    expect(calls.flows).toEqual([false, true]);
+    // Reading again once the client took about half of what was held.
+    expect(taken).toBeGreaterThan(pieces / 2 - 2);
+    expect(taken).toBeLessThan(pieces);
+    // From then on the device's silence counts again.
+    await jest.advanceTimersByTimeAsync(timeouts.idleMs);
+    expect(flight.state).toBe('ended');
+    expect(calls.ended.at(-1)?.ending).toMatchObject({ errorCode: 'device_timeout' });
+    await events.return(undefined);
   });
 });

@@ -27,6 +27,28 @@ export interface FlightHooks {
   withdraw(flight: Flight, waiting: boolean): Promise<void>;
   /** The flight moved to another state, or ended with this outcome: limits, metrics, subscriptions. */
   changed(flight: Flight, from: FlightState, outcome: string | null): void;
+  /** Stop (false) or resume (true) reading the task's stream: its client is slower than its device. */
+  flow(flight: Flight, reading: boolean): void;
+}
+
+/**
+ * The most a flight holds of events its client has not taken yet. Past it, the task's stream is not
+ * read until the client catches up: the rest waits in Redis (bounded by the request's output bound,
+ * which the dispatcher enforces), not in the api's memory.
+ */
+export const FLIGHT_BUFFER_BYTES = 256 * 1024;
+
+/** About what an event holds in memory: its text, with a fixed allowance for the rest. */
+function eventSize(event: TaskEvent): number {
+  if (event.type !== 'delta') {
+    return 64;
+  }
+  let size = 64;
+  for (const c of event.choices) {
+    size += (c.content?.length ?? 0) + (c.reasoning?.length ?? 0);
+    size += (c.tool_calls?.length ?? 0) * 256 + (c.logprobs?.length ?? 0) * 256;
+  }
+  return size;
 }
 
 const RELAY_INTERRUPTED =
@@ -37,7 +59,8 @@ const RELAY_INTERRUPTED =
  * streaming → ended, with the timers of each state (the queue timeout while queued, the device's
  * silence once assigned, the longest a request may last throughout). It reads the task's stream
  * entries in order (dropping repeats, ending on a gap) and hands the client's handler an ordered
- * buffer of events with one consumer.
+ * buffer of events with one consumer; a client slower than its device holds the stream's reading
+ * (FLIGHT_BUFFER_BYTES).
  */
 export class Flight {
   state: FlightState = 'queued';
@@ -52,6 +75,9 @@ export class Flight {
   completionTokens: number | null = null;
 
   private readonly buffer: TaskEvent[] = [];
+  private buffered = 0;
+  /** The stream is not read: the client is behind (see FLIGHT_BUFFER_BYTES). */
+  private held = false;
   private waiter: (() => void) | null = null;
   private attempt = 0;
   private nextSeq = 0;
@@ -241,13 +267,18 @@ export class Flight {
   private armIdleTimer(): void {
     // Called for every event: it only notes the time. The one timer, when it fires, looks at how long
     // the device has really been silent and waits out the rest if an event came meanwhile, so that a
-    // streamed token costs no timer of its own.
+    // streamed token costs no timer of its own. While the stream is held for a slow client, the
+    // device's silence is not measured: it is not read.
     this.lastEventAt = performance.now();
-    if (this.idleTimer) {
+    if (this.idleTimer || this.held) {
       return;
     }
     const wait = (ms: number) => {
       this.idleTimer = setTimeout(() => {
+        if (this.held) {
+          this.idleTimer = null;
+          return;
+        }
         const silent = performance.now() - this.lastEventAt;
         if (silent < this.timeouts.idleMs) {
           wait(this.timeouts.idleMs - silent);
@@ -269,7 +300,25 @@ export class Flight {
 
   private push(event: TaskEvent): void {
     this.buffer.push(event);
+    this.buffered += eventSize(event);
+    if (!this.held && !this.ended && this.buffered > FLIGHT_BUFFER_BYTES) {
+      this.held = true;
+      this.clearIdleTimer();
+      this.hooks.flow(this, false);
+    }
     this.waiter?.();
+  }
+
+  /** The client took an event: once it has caught up with half the buffer, the stream is read again. */
+  private taken(event: TaskEvent): void {
+    this.buffered -= eventSize(event);
+    if (this.held && this.buffered <= FLIGHT_BUFFER_BYTES / 2) {
+      this.held = false;
+      this.hooks.flow(this, true);
+      if (this.state === 'assigned' || this.state === 'streaming') {
+        this.armIdleTimer();
+      }
+    }
   }
 
   /** The events for the client's handler, in order, until the ending (or until the client left). */
@@ -277,6 +326,7 @@ export class Flight {
     for (;;) {
       while (this.buffer.length > 0) {
         const event = this.buffer.shift()!;
+        this.taken(event);
         yield event;
         if (event.type === 'done' || event.type === 'error') {
           return;

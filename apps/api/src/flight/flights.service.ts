@@ -10,6 +10,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { Flight } from './flight';
 import type { FlightHooks, FlightState, FlightTask } from './flight';
 import { TaskStreamReader } from './task-stream.reader';
+import type { StreamSubscription } from './task-stream.reader';
 
 /** How long the dispatcher has to end a cancelled task before the api ends it itself (it died). */
 const CANCEL_FALLBACK_MS = 5_000;
@@ -18,7 +19,7 @@ const CANCEL_FALLBACK_MS = 5_000;
 interface Holdings {
   concurrency: Slot;
   queued: Slot;
-  unsubscribe: () => void;
+  stream: StreamSubscription;
 }
 
 /**
@@ -61,8 +62,8 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
       },
       this,
     );
-    const unsubscribe = this.reader.subscribe(task.taskId, (entry) => flight.onEntry(entry));
-    this.flights.set(flight, { ...slots, unsubscribe });
+    const stream = this.reader.subscribe(task.taskId, (entry) => flight.onEntry(entry));
+    this.flights.set(flight, { ...slots, stream });
     return flight;
   }
 
@@ -119,7 +120,7 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
       this.flights.delete(flight);
       holdings.queued.release();
       holdings.concurrency.release();
-      holdings.unsubscribe();
+      holdings.stream.close();
       this.metrics.tasks.inc({ outcome, api: flight.task.api });
       const seconds = flight.firstOutputAt === null ? 0 : (now - flight.firstOutputAt) / 1000;
       if (outcome === 'completed' && flight.completionTokens && seconds > 0) {
@@ -129,6 +130,15 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
         // It expires on its own (TASK_STREAM_TTL_S).
         this.logger.warn({ err: (err as Error).message }, 'could not delete a task stream'),
       );
+    }
+  }
+
+  flow(flight: Flight, reading: boolean): void {
+    const stream = this.flights.get(flight)?.stream;
+    if (reading) {
+      stream?.resume();
+    } else {
+      stream?.pause();
     }
   }
 
@@ -153,7 +163,7 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
   onApplicationShutdown(): void {
     for (const [flight, holdings] of this.flights) {
       flight.stopTimers();
-      holdings.unsubscribe();
+      holdings.stream.close();
     }
     this.flights.clear();
     this.fallbacks.forEach(clearTimeout);

@@ -11,12 +11,30 @@ interface Subscription {
   key: string;
   lastId: string;
   listener: Listener;
+  /** Not read while its reader's client is behind (see pause). */
+  paused: boolean;
+  /** Bytes read since the stream was last trimmed. */
+  untrimmed: number;
+}
+
+/** A task's stream as one flight reads it. */
+export interface StreamSubscription {
+  /** Stops reading the stream until resume: what the device sends meanwhile waits in Redis. */
+  pause(): void;
+  resume(): void;
+  close(): void;
 }
 
 /** Entries per stream per read: enough for a burst of tokens, small enough to keep reads short. */
 const READ_COUNT = 512;
 /** The longest a read blocks; new subscriptions interrupt it with CLIENT UNBLOCK. */
 const BLOCK_MS = 5_000;
+/**
+ * A stream's entries already read are trimmed once they add up to this: a long answer does not stay
+ * in Redis whole until its end, and a short one (most) costs no command for it (its stream is
+ * deleted when its request ends).
+ */
+const TRIM_BYTES = 64 * 1024;
 
 /**
  * Reads the event streams of every task this api instance is waiting on, over one blocking Redis
@@ -46,13 +64,27 @@ export class TaskStreamReader implements OnApplicationShutdown {
   }
 
   /** Calls `listener` with each entry of the task's stream, in order, from the beginning. */
-  subscribe(taskId: string, listener: Listener): () => void {
+  subscribe(taskId: string, listener: Listener): StreamSubscription {
     const key = keys.taskStream(taskId);
-    this.subs.set(key, { key, lastId: '0', listener });
+    const sub: Subscription = { key, lastId: '0', listener, paused: false, untrimmed: 0 };
+    this.subs.set(key, sub);
     this.loop ??= this.run();
     this.interrupt();
-    return () => {
-      this.subs.delete(key);
+    return {
+      pause: () => {
+        sub.paused = true;
+      },
+      resume: () => {
+        if (sub.paused) {
+          sub.paused = false;
+          this.interrupt();
+        }
+      },
+      close: () => {
+        if (this.subs.get(key) === sub) {
+          this.subs.delete(key);
+        }
+      },
     };
   }
 
@@ -79,14 +111,14 @@ export class TaskStreamReader implements OnApplicationShutdown {
 
   private async run(): Promise<void> {
     while (this.running) {
-      if (this.subs.size === 0) {
+      const subs = [...this.subs.values()].filter((s) => !s.paused);
+      if (subs.length === 0) {
         await new Promise<void>((resolve) => (this.wake = resolve));
         this.wake = null;
         continue;
       }
       try {
         this.clientId ??= await this.conn.client('ID');
-        const subs = [...this.subs.values()];
         this.reading = true;
         const result = await this.conn.xread(
           'COUNT',
@@ -105,7 +137,11 @@ export class TaskStreamReader implements OnApplicationShutdown {
               break;
             }
             sub.lastId = id;
+            sub.untrimmed += fields.reduce((n, f) => n + f.length, 0);
             this.deliver(sub, fields);
+          }
+          if (sub && sub.untrimmed >= TRIM_BYTES) {
+            this.trim(sub);
           }
         }
       } catch (err) {
@@ -116,6 +152,15 @@ export class TaskStreamReader implements OnApplicationShutdown {
         }
       }
     }
+  }
+
+  /** Drops the entries before the last one read (kept: XTRIM MINID keeps its threshold). */
+  private trim(sub: Subscription): void {
+    sub.untrimmed = 0;
+    this.redis.xtrim(sub.key, 'MINID', sub.lastId).catch((err: unknown) =>
+      // The stream is deleted when its request ends, or expires.
+      this.logger.warn({ err: (err as Error).message, key: sub.key }, 'could not trim a task stream'),
+    );
   }
 
   private deliver(sub: Subscription, fields: string[]): void {

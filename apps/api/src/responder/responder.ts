@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { ERROR_STATUS } from '@app/common';
 import type { ChoiceDelta, ErrorCode, FinishReason, Usage } from '@app/common';
@@ -123,8 +124,10 @@ export async function respond(
           stopStatus();
           open();
           const piece = format.delta(event.choices);
-          if (piece) {
-            raw.write(piece);
+          if (piece && !raw.write(piece)) {
+            // The client reads slower than the device writes: the next events wait in the flight
+            // (which stops reading the task's stream when it holds too much), not in the socket.
+            await drained(raw);
           }
           break;
         }
@@ -152,6 +155,22 @@ export async function respond(
       clearInterval(ping);
     }
   }
+}
+
+/** Resolves once the response's buffered output has gone to the client, or the connection closed. */
+function drained(raw: ServerResponse): Promise<void> {
+  if (raw.destroyed || !raw.writableNeedDrain) {
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    const done = () => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      resolve();
+    };
+    raw.on('drain', done);
+    raw.on('close', done);
+  });
 }
 
 /**

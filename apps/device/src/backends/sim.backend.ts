@@ -154,6 +154,10 @@ export class SimBackend implements Backend {
       for (const word of wordTokens(rng, REASONING_WORDS[params.reasoning_effort])) {
         steps.push({ delta: { reasoning: word }, tokens: 1 });
       }
+      // Reasoning tokens count against max_tokens, as a runtime counts them.
+      if (steps.length >= budget) {
+        return { steps: steps.slice(0, budget), finish: 'length' };
+      }
     }
 
     // After a tool result the model answers in words, so that a client's tool loop comes to an end.

@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
-import { LOGGER, PgService, readiness } from '@app/common';
+import { LOGGER, PgService, readiness, redisReady } from '@app/common';
 import type { Logger } from '@app/common';
 import { REDIS } from '../infra/redis.providers';
 import { DeviceRegistry } from './device-registry.service';
@@ -21,11 +21,11 @@ export class HealthController {
     return { status: 'ok', devices: this.registry.size };
   }
 
-  /** Postgres and Redis answer; 503 naming the one that does not (the details go to the log). */
+  /** Postgres answers, Redis answers and takes writes; 503 naming the one that does not (details go to the log). */
   @Get('readyz')
   async ready(@Res({ passthrough: true }) reply: FastifyReply) {
     const { ready, body } = await readiness(
-      { postgres: () => this.db.sql('SELECT 1'), redis: () => this.redis.ping() },
+      { postgres: () => this.db.sql('SELECT 1'), redis: () => redisReady(this.redis) },
       this.logger,
     );
     if (!ready) {

@@ -90,10 +90,30 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
 
   onDelta(session: DeviceSession, payload: DeltaPayload): void {
     const assignment = this.own(session, payload.task_address, payload.seq);
-    if (assignment) {
-      assignment.tracker.output(payload.choices);
-      assignment.relay({ type: 'delta', choices: payload.choices });
+    if (!assignment) {
+      return;
     }
+    if (assignment.tracker.output(payload.choices)) {
+      assignment.relay({ type: 'delta', choices: payload.choices });
+      return;
+    }
+    // More than the request allows: nothing more is relayed, and the device is stopped. Without this, a
+    // device could stream until MAX_STREAM_MS at its full byte budget, into Redis and the client.
+    const { tokens, wireBytes, limit } = assignment.tracker;
+    this.logger.warn(
+      { deviceId: session.id, task: assignment.address, tokens, bytes: wireBytes, limit },
+      'task failed: its device sent more output than the request allows',
+    );
+    void this.finalizer.end(assignment, {
+      kind: 'failed',
+      code: 'device_output_exceeded',
+      message:
+        'The device serving this request sent more output than the request allows (max_tokens × n); the request was stopped.',
+      stop: true,
+    });
+    // After the ending: a strike that disconnects the device must not turn this failure into a drop
+    // (which would put the task back in the queue, for the same device once it returns).
+    this.gateway.strike(session, 'output_exceeded');
   }
 
   onDone(session: DeviceSession, payload: DonePayload): void {

@@ -109,7 +109,7 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
   );
   const { socket, sent } = fakeSocket();
   const session = new DeviceSession(socket);
-  const tracker = new OutputTracker(100, 1_000);
+  const tracker = new OutputTracker(100, 1_000, { tokens: 1_000, bytes: 1_000_000 });
   const a = new Assignment(session, job, 'lock-token', tracker);
   book.add(a);
   const writer = new MemoryTaskWriter(opts.result === undefined ? accepted(opts.attempt ?? 1) : opts.result);
@@ -314,7 +314,12 @@ describe('Finalizer', () => {
   it('waits for the claim to settle before deciding (the attempt is known only then)', async () => {
     const states = setup();
     // A fresh assignment whose claim is still in flight.
-    const a = new Assignment(states.a.session, job, 'lock-token', new OutputTracker(100, 1_000));
+    const a = new Assignment(
+      states.a.session,
+      job,
+      'lock-token',
+      new OutputTracker(100, 1_000, { tokens: 1_000, bytes: 1_000_000 }),
+    );
     states.book.add(a);
     const ending = states.finalizer.end(a, { kind: 'dropped', reason: 'device_disconnected' });
     await Promise.resolve();

@@ -9,7 +9,7 @@ const RETRY_FIRST_MS = 50;
 
 /** How a writer's assignment ends: a transition, written with its event after every pending one. */
 export type Closing =
-  /** `event` (if any) is what the client gets: none when the client is gone. */
+  /** `event` (if any) is what the client gets: none when the client is gone (then nothing is written). */
   | { kind: 'end'; ending: Ending; event?: TaskEvent }
   | { kind: 'requeue'; event: TaskEvent }
   /** The assignment is over without a transition of its own (the task was ended elsewhere). */
@@ -134,8 +134,10 @@ export class TaskWriter {
     } else {
       await this.retry(async () => {
         // Issued in the same turn, the two leave in one socket write (see coalesceWrites).
+        // NOMKSTREAM: the claim made the stream; once the api deleted it (its request ended), output
+        // still on the wire must not bring it back, without an expiry.
         await Promise.all([
-          this.redis.xadd(this.streamKey, '*', ...fields),
+          this.redis.xadd(this.streamKey, 'NOMKSTREAM', '*', ...fields),
           this.expirySet ? null : this.redis.expire(this.streamKey, this.streamTtlS),
         ]);
         this.expirySet = true;
@@ -152,7 +154,9 @@ export class TaskWriter {
       this.settle?.(null);
       return;
     }
-    const events = closing.event ? [...this.pending, closing.event] : [...this.pending];
+    // No closing event means no client (it went away): its pending output would only be written into
+    // a stream nobody reads, and bring back the stream the api deleted.
+    const events = closing.event ? [...this.pending, closing.event] : [];
     this.pending = [];
     const fields = events.length > 0 ? encodeStreamEntry(this.attempt, this.seq, events) : [];
     const result =
@@ -168,7 +172,12 @@ export class TaskWriter {
         : await this.retry(() => this.tasks.requeue(this.taskId, this.attempt, fields));
     if (result.ok && result.recovered && fields.length > 0) {
       // Redis lost the task's state (a restart): the ending went to Postgres; the client still gets it.
-      await this.retry(() => this.redis.xadd(this.streamKey, '*', ...fields).then(() => undefined));
+      await this.retry(async () => {
+        await Promise.all([
+          this.redis.xadd(this.streamKey, '*', ...fields),
+          this.redis.expire(this.streamKey, this.streamTtlS),
+        ]);
+      });
     }
     this.settle?.(result);
   }

@@ -31,6 +31,7 @@ export const ERROR_STATUS = {
   device_error: 502,
   device_disconnected: 502,
   device_protocol_error: 502,
+  device_output_exceeded: 502,
   dispatcher_lost: 502,
   relay_interrupted: 502,
   model_unavailable: 502,

@@ -1,5 +1,7 @@
+import type { Redis } from 'ioredis';
 import { openAIError } from '../errors/app-error';
 import type { Logger } from '../logging/logger';
+import { keys } from '../redis/keys';
 
 /** Readiness must answer quickly even when a dependency hangs. */
 export const READINESS_CHECK_TIMEOUT_MS = 1_500;
@@ -11,6 +13,29 @@ export interface Readiness {
   ready: boolean;
   /** `{"status":"ok","checks":…}`, or the OpenAI error shape with the same `checks`. */
   body: Record<string, unknown>;
+}
+
+/** A dependency that answers but cannot do its job: its report says how (instead of `unreachable`). */
+export class DependencyImpaired extends Error {
+  constructor(
+    readonly state: string,
+    readonly detail: unknown,
+  ) {
+    super(state);
+  }
+}
+
+/**
+ * Redis answers and takes writes. A Redis over `maxmemory` with `noeviction` (or a read-only replica)
+ * still answers PING while it refuses every task, job and stream write: that is not ready.
+ */
+export async function redisReady(redis: Redis): Promise<void> {
+  await redis.ping();
+  try {
+    await redis.set(keys.readinessProbe, '1', 'PX', 10_000);
+  } catch (err) {
+    throw new DependencyImpaired('refuses_writes', err);
+  }
 }
 
 /** Resolves with null when the check passes in time, else with what went wrong. */
@@ -44,15 +69,21 @@ export async function readiness(
   const names = Object.keys(checks) as Dependency[];
   const failures = await Promise.all(names.map((name) => probe(checks[name])));
   const down = names.filter((_, i) => failures[i] !== null);
-  const report = Object.fromEntries(names.map((name) => [name, down.includes(name) ? 'unreachable' : 'ok']));
+  const state = (i: number) => {
+    const failure = failures[i];
+    return failure === null ? 'ok' : failure instanceof DependencyImpaired ? failure.state : 'unreachable';
+  };
+  const report = Object.fromEntries(names.map((name, i) => [name, state(i)]));
   if (down.length === 0) {
     return { ready: true, body: { status: 'ok', checks: report } };
   }
   names.forEach((dependency, i) => {
     if (failures[i] !== null) {
-      logger.warn({ dependency, err: failures[i] }, 'readiness check failed');
+      const failure = failures[i];
+      const err = failure instanceof DependencyImpaired ? failure.detail : failure;
+      logger.warn({ dependency, err }, 'readiness check failed');
     }
   });
-  const message = `not ready: ${down.map((name) => `${name} unreachable`).join('; ')}`;
+  const message = `not ready: ${down.map((name) => `${name} ${report[name].replace('_', ' ')}`).join('; ')}`;
   return { ready: false, body: { ...openAIError(503, message, 'service_unavailable'), checks: report } };
 }

@@ -19,6 +19,12 @@ void describe('node flags', () => {
     assert.ok(manifest.scripts['dev:dispatcher'].endsWith(`nest start dispatcher --watch --exec "${node}"`));
   });
 
+  void it("docker-compose.yml's dispatcher passes the same flags to node", () => {
+    const compose = readFileSync(projectPath('docker-compose.yml'), 'utf8');
+    const command = ['node', ...DISPATCHER_NODE_FLAGS, `dist/${DISPATCHER_SCRIPT}`].map((p) => `'${p}'`).join(', ');
+    assert.ok(compose.includes(`command: [${command}]`), `docker-compose.yml has no command: [${command}]`);
+  });
+
   void it('names the flags a process was started without', () => {
     assert.deepEqual(missingNodeFlags([...DISPATCHER_NODE_FLAGS, '--enable-source-maps']), []);
     assert.deepEqual(missingNodeFlags([]), [...DISPATCHER_NODE_FLAGS]);

@@ -21,6 +21,18 @@ export const keys = {
   instance: (kind: InstanceKind, id: string) => `sy:inst:${kind}:${id}`,
   /** The instances of a kind, scored by the expiry of their last renewal (epoch ms). */
   instances: (kind: InstanceKind) => `sy:insts:${kind}`,
+  /** Written by readiness checks: a Redis that refuses writes (over maxmemory) is not ready. */
+  readinessProbe: 'sy:ready',
+  /**
+   * A device disconnected for its misdeeds, refused at the handshake while this exists (its PTTL is the
+   * wait; its value the device id), by the device's token key (the first 16 hex digits of its token's
+   * SHA-256, known before any lookup). The braces keep it in one Cluster slot with its count.
+   */
+  deviceCoolingOff: (tokenKey: string) => `sy:cool:{${tokenKey}}`,
+  /** How many times that device was disconnected lately: each cooling-off is longer; forgotten after a quiet hour. */
+  deviceStrikeOuts: (tokenKey: string) => `sy:cool:{${tokenKey}}:n`,
+  /** The rate-limiter-flexible prefix of failed device handshakes per client address (`<prefix>:<address>`). */
+  deviceHandshakeFailures: 'sy:rl:devfail',
   /** Published by the api after enqueueing: the line (queue name) that has a new job. */
   jobsChannel: 'sy:jobs',
   /** Published by the api when a client goes away: the task id to cancel. */

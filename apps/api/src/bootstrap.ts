@@ -7,10 +7,13 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppError, LOGGER, openAIError } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { installAuthHook } from './auth/auth.hook';
-import { ListenerFactory, isAdminSurface, isProbe, onAdminListener } from './common/admin-listener';
-import { sendError } from './common/all-exceptions.filter';
+import { routeKey } from './auth/route-access';
+import { ListenerFactory, isAdminSurface, isApiDocument, isProbe, onAdminListener } from './common/admin-listener';
+import { refuseBeforeBody, unknownUrl } from './common/refuse';
 import { readBody } from './common/request-body';
+import { routeBodies } from './common/route-body';
 import { routeFamily } from './common/route-family';
+import { installUnknownRouteHook } from './common/unknown-route.hook';
 import { MetricsService } from './metrics/metrics.service';
 
 const INVALID_JSON = 'We could not parse the JSON body of your request. The body must be valid JSON.';
@@ -42,14 +45,23 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 /** Options of the Nest application: body parsing is ours (see configureApiApp), the same for every content type. */
 export const API_APP_OPTIONS: NestApplicationOptions = { bodyParser: false };
 
-/** Feeds the admin listener from the application's own request handler (see listenApi). */
+/** Makes the api's HTTP servers, and feeds the admin listener from the application's own handler (see listenApi). */
 const listeners = new ListenerFactory();
+
+/**
+ * No page of the api may be framed by another site (clickjacking the dashboard's buttons): every
+ * answer says so, in the old header and in CSP's (the dashboard's pages send a full CSP of their own).
+ */
+function noFraming(reply: FastifyReply): void {
+  void reply.header('x-frame-options', 'DENY').header('content-security-policy', "frame-ancestors 'none'");
+}
 
 /** The Fastify adapter of the api: body limit, errors before routing in our shapes, request ids. */
 export function createApiAdapter(config: AppConfig): FastifyAdapter {
   return new FastifyAdapter({
-    // The admin listener (ADMIN_PORT) serves the same application: its server needs Fastify's handler.
-    ...(config.ADMIN_PORT ? { serverFactory: listeners.serverFactory } : {}),
+    // Our servers (common/http-server.ts: their timeouts); the admin listener (ADMIN_PORT) serves the
+    // same application, so its server needs Fastify's handler.
+    serverFactory: listeners.serverFactory,
     bodyLimit: config.BODY_LIMIT_BYTES,
     // Behind a proxy, the client's address (for the failed-authentication limit) is X-Forwarded-For's.
     trustProxy: config.TRUST_PROXY,
@@ -58,6 +70,7 @@ export function createApiAdapter(config: AppConfig): FastifyAdapter {
       const message = 'The request URL is malformed.';
       const body =
         routeFamily(request.url) === 'ollama' ? { error: message } : openAIError(400, message, 'invalid_request');
+      noFraming(reply);
       void reply.code(400).send(body);
     },
     // A caller's request id is kept when it is sane, so that it can follow a request through logs.
@@ -76,7 +89,10 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   const fastify = app.getHttpAdapter().getInstance();
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
+    noFraming(reply);
   });
+  // Before anything else looks at the request: a URL that no route takes is answered unread.
+  installUnknownRouteHook(app);
   if (config.ADMIN_PORT) {
     splitListeners(app, app.get<Logger>(LOGGER));
   }
@@ -90,9 +106,14 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   fastify.removeAllContentTypeParsers();
   const utf8 = new TextDecoder('utf-8', { fatal: true });
   // The body is read by readBody, not Fastify's parser: a body over the limit is read on (up to a
-  // bound) and dropped before the 413, so that a client still sending receives it.
+  // bound) and dropped before the 413, so that a client still sending receives it. Each route's limit
+  // is its own where it says so (@BodyLimit), and a route that takes no body never has one kept or
+  // parsed (common/route-body.ts). Only known routes get here: unknown ones were answered unread.
+  const bodies = routeBodies(app, config.BODY_LIMIT_BYTES);
+  const fallback = { takesBody: true, limit: config.BODY_LIMIT_BYTES };
   fastify.addContentTypeParser('*', (req, payload, done) => {
-    readBody(payload, Number(req.headers['content-length']), config.BODY_LIMIT_BYTES).then(
+    const policy = bodies.get(routeKey(req.method, req.routeOptions.url ?? '')) ?? fallback;
+    readBody(payload, Number(req.headers['content-length']), policy.limit, policy.takesBody).then(
       (body) => parse(req, body, done),
       (error: Error) => done(error, undefined),
     );
@@ -134,8 +155,9 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
 
 /**
  * With ADMIN_PORT set, the admin API and the dashboard answer only on the admin listener, and the
- * admin listener answers only them (and the health probes): elsewhere they are an unknown URL, the
- * same 404 as any other, before any credential is looked at.
+ * admin listener answers only them (and the health probes, and the API document, which describes the
+ * admin API only there): elsewhere they are an unknown URL, the same 404 as any other, before any
+ * credential is looked at or any body read.
  */
 function splitListeners(app: NestFastifyApplication, logger: Logger): void {
   app
@@ -144,15 +166,11 @@ function splitListeners(app: NestFastifyApplication, logger: Logger): void {
     .addHook('onRequest', async (request, reply) => {
       // The matched route, not the raw URL: what is served is decided on what would run.
       const url = request.routeOptions.url ?? request.url;
-      const allowed = onAdminListener(request) ? isAdminSurface(url) || isProbe(url) : !isAdminSurface(url);
+      const allowed = onAdminListener(request)
+        ? isAdminSurface(url) || isProbe(url) || isApiDocument(url)
+        : !isAdminSurface(url);
       if (!allowed) {
-        sendError(
-          reply,
-          request,
-          new AppError('unknown_url', 'Unknown request URL. Please check the URL and method.'),
-          logger,
-        );
-        return reply;
+        return refuseBeforeBody(request, reply, unknownUrl(), logger);
       }
     });
 }

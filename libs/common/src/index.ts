@@ -36,3 +36,6 @@ export * from './usage/usage-fold';
 export * from './usage/task-usage-source';
 export * from './live/live-state';
 export * from './health/readiness';
+export * from './limits/holds';
+export * from './limits/failure-limit';
+export * from './limits/known-credentials';

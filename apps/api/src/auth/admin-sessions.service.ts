@@ -1,8 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { AppError } from '@app/common';
+import { APP_CONFIG, AppError } from '@app/common';
+import type { AppConfig } from '@app/common';
 import { REDIS } from '../infra/redis.module';
 
 /** The dashboard's session cookie. `__Host-` would forbid it on plain HTTP, which a loopback admin listener is. */
@@ -18,6 +19,15 @@ export const CSRF_HEADER = 'x-switchyard-csrf';
 
 const key = (secret: string) => `sy:admin-session:${createHash('sha256').update(secret).digest('hex')}`;
 
+/**
+ * What a session keeps of the admin token that opened it: an HMAC keyed by the token, over a label of
+ * its own (not a digest used anywhere else, and nothing the token can be read back from). Every api
+ * instance with the same ADMIN_TOKEN computes the same one; a new token, another.
+ */
+export function tokenFingerprint(adminToken: string): string {
+  return createHmac('sha256', adminToken).update('switchyard dashboard session v1').digest('hex');
+}
+
 /** The session id a request's cookie carries, if any. */
 export function sessionCookie(request: FastifyRequest): string | null {
   for (const part of (request.headers.cookie ?? '').split(';')) {
@@ -32,15 +42,29 @@ export function sessionCookie(request: FastifyRequest): string | null {
 
 /**
  * Sessions of the dashboard: a random id in an HttpOnly, SameSite=Strict cookie; only its SHA-256 is
- * kept, in Redis, so that every api instance knows it and signing out ends it everywhere at once.
+ * kept, in Redis, so that every api instance knows it and signing out ends it everywhere at once. A
+ * session is bound to the admin token it was opened with (its fingerprint is the session's value):
+ * changing ADMIN_TOKEN ends every session opened with the old one, on each instance as it gets the new
+ * token. Sessions are not deleted on a mismatch: while a new token rolls out, the instances still on
+ * the old one keep their sessions.
  */
 @Injectable()
 export class AdminSessions {
-  constructor(@Inject(REDIS) private readonly redis: Redis) {}
+  private readonly fingerprint: Buffer | null;
+
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.fingerprint = config.ADMIN_TOKEN ? Buffer.from(tokenFingerprint(config.ADMIN_TOKEN)) : null;
+  }
 
   async open(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (!this.fingerprint) {
+      throw new AppError('invalid_admin_token', 'The admin API is disabled: ADMIN_TOKEN is not set on this server.');
+    }
     const secret = randomBytes(32).toString('base64url');
-    await this.redis.set(key(secret), '1', 'EX', SESSION_TTL_S);
+    await this.redis.set(key(secret), this.fingerprint.toString(), 'EX', SESSION_TTL_S);
     void reply.header('set-cookie', this.cookie(request, secret, SESSION_TTL_S));
   }
 
@@ -52,17 +76,20 @@ export class AdminSessions {
     void reply.header('set-cookie', this.cookie(request, '', 0));
   }
 
-  /** Whether the request carries a live session. */
+  /** Whether the request carries a live session, opened with this server's admin token. */
   async valid(request: FastifyRequest): Promise<boolean> {
     const secret = sessionCookie(request);
-    if (secret === null) {
+    if (secret === null || !this.fingerprint) {
       return false;
     }
+    let stored: string | null;
     try {
-      return (await this.redis.exists(key(secret))) === 1;
+      stored = await this.redis.get(key(secret));
     } catch {
       throw new AppError('service_unavailable', 'Sessions cannot be checked: Redis is unreachable.');
     }
+    const value = Buffer.from(stored ?? '');
+    return value.length === this.fingerprint.length && timingSafeEqual(value, this.fingerprint);
   }
 
   private cookie(request: FastifyRequest, value: string, maxAge: number): string {

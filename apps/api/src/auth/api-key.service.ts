@@ -1,5 +1,15 @@
-import { Injectable } from '@nestjs/common';
-import { AppError, PrismaService, looksLikeApiKey, sha256Hex } from '@app/common';
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnApplicationBootstrap } from '@nestjs/common';
+import {
+  AppError,
+  KnownCredentials,
+  LOGGER,
+  PrismaService,
+  credentialSource,
+  looksLikeApiKey,
+  sha256Hex,
+} from '@app/common';
+import type { Logger } from '@app/common';
 import type { AuthContext } from './auth-context';
 import { KeyUsageService } from '../keys/key-usage.service';
 
@@ -15,7 +25,10 @@ const STALE_MS = 1_000;
  * Postgres on their way; their records are written once it is back); an unknown key gets 503.
  */
 const STALE_IF_ERROR_MS = 60_000;
-/** Bounds the cache against floods of distinct (unknown) keys. */
+/**
+ * Bounds the cache. Keys that do not exist never enter it (KnownCredentials refuses them first): it holds
+ * the keys in use, revoked and expired ones still in the known set, and the rare false positive.
+ */
 const CACHE_MAX_ENTRIES = 10_000;
 
 interface CacheEntry {
@@ -53,13 +66,25 @@ const KEY_LOOKUP = `
   WHERE k.hash = $1`;
 
 @Injectable()
-export class ApiKeyService {
+export class ApiKeyService implements OnApplicationBootstrap {
   private readonly cache = new Map<string, CacheEntry>();
+  /** The keys that may exist: an unknown key is refused without a query of its own (see KnownCredentials). */
+  private readonly known: KnownCredentials;
 
   constructor(
     private readonly prisma: PrismaService,
     private readonly keyUsage: KeyUsageService,
-  ) {}
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.known = new KnownCredentials(credentialSource(prisma, 'api_keys'));
+  }
+
+  /** Loads the known keys before the first request needs them (a failure is retried by the first miss). */
+  onApplicationBootstrap(): void {
+    this.known.refreshAfterNow().catch((err: unknown) => {
+      this.logger.warn({ err }, 'the API keys could not be loaded; the first request with a key will retry');
+    });
+  }
 
   /** Resolves a presented key to its organization, or throws 401 invalid_api_key. */
   async authenticate(key: string): Promise<AuthContext> {
@@ -67,8 +92,11 @@ export class ApiKeyService {
       throw invalidApiKey();
     }
     const hash = sha256Hex(key);
-    const now = Date.now();
     let entry = this.cache.get(hash);
+    if (!entry && !(await this.known.mayExist(hash))) {
+      throw invalidApiKey();
+    }
+    const now = Date.now();
     if (!entry || now - entry.cachedAt > STALE_MS) {
       const stale = entry;
       entry = await this.lookup(hash).catch((err: unknown) => {

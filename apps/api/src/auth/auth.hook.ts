@@ -3,7 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyRequest } from 'fastify';
 import { AppError, LOGGER } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { sendError } from '../common/all-exceptions.filter';
+import { refuseBeforeBody } from '../common/refuse';
 import { AdminSessions, CSRF_HEADER, sessionCookie } from './admin-sessions.service';
 import { ApiKeyService, invalidApiKey } from './api-key.service';
 import type { AuthContext } from './auth-context';
@@ -20,7 +20,8 @@ export type AuthenticatedRequest = FastifyRequest & { user?: AuthContext; admin?
  * Authentication as the first step of every request (a Fastify onRequest hook), before its body is
  * read: an unauthenticated client cannot make the api parse anything. Each route's access comes from
  * its controller's declaration (@Public, @AdminOnly, else an API key); the Nest guard then only checks
- * that the hook did its part. A failed credential counts against its address (AuthFailures).
+ * that the hook did its part. A failed credential counts against its address, and an address over the
+ * limit is refused before its credential is even looked at (AuthFailures).
  */
 export function installAuthHook(app: NestFastifyApplication, config: AppConfig): void {
   const access = routeAccess(app);
@@ -61,13 +62,17 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
     .addHook('onRequest', async (request: AuthenticatedRequest, reply) => {
       const url = request.routeOptions.url;
       if (!url) {
-        // No such route: the 404 needs no credentials.
+        // No such route: its 404 needs no credentials (common/unknown-route.hook.ts sends it).
         return;
       }
       const method = request.method === 'HEAD' ? 'GET' : request.method;
       const kind = access.get(routeKey(method, url)) ?? 'api_key';
       if (kind === 'public') {
         return;
+      }
+      const blocked = failures.blocked(kind, request.ip);
+      if (blocked) {
+        return refuseBeforeBody(request, reply, blocked, logger);
       }
       try {
         if (kind === 'admin') {
@@ -82,9 +87,8 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
         }
       } catch (error) {
         const refused = error instanceof AppError && ['invalid_api_key', 'invalid_admin_token'].includes(error.code);
-        const blocked = refused ? await failures.failed(kind, request.ip) : null;
-        sendError(reply, request, blocked ?? error, logger);
-        return reply;
+        const limited = refused ? await failures.failed(kind, request.ip) : null;
+        return refuseBeforeBody(request, reply, limited ?? error, logger);
       }
     });
 }

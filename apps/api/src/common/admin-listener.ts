@@ -1,6 +1,6 @@
-import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyRequest } from 'fastify';
+import { createHttpServer } from './http-server';
 
 /** Marks the requests that came in on the admin listener (ADMIN_PORT), on the raw request. */
 const ADMIN_LISTENER = Symbol('switchyard.adminListener');
@@ -21,6 +21,11 @@ export function isProbe(url: string): boolean {
   return /^\/(healthz|readyz)(\?|$)/.test(url);
 }
 
+/** The API's OpenAPI document: the admin listener serves it too, with the admin routes (see OpenApiController). */
+export function isApiDocument(url: string): boolean {
+  return /^\/openapi\.json(\?|$)/.test(url);
+}
+
 /** Whether the request came in on the admin listener. */
 export function onAdminListener(request: FastifyRequest): boolean {
   return (request.raw as IncomingMessage & { [ADMIN_LISTENER]?: boolean })[ADMIN_LISTENER] === true;
@@ -28,7 +33,8 @@ export function onAdminListener(request: FastifyRequest): boolean {
 
 /**
  * Fastify's request handler, captured by its serverFactory, so that a second HTTP server (the admin
- * listener) can feed the same application: one process, one set of routes and hooks, two ports.
+ * listener) can feed the same application: one process, one set of routes and hooks, two ports. Both
+ * servers are made by createHttpServer (its timeouts).
  */
 export class ListenerFactory {
   private handler: Handler | null = null;
@@ -36,7 +42,7 @@ export class ListenerFactory {
   /** For Fastify's `serverFactory` option: the public server, which keeps the handler for the admin one. */
   readonly serverFactory = (handler: Handler): Server => {
     this.handler = handler;
-    return createServer(handler);
+    return createHttpServer(handler);
   };
 
   /** A server whose requests are marked as coming in on the admin listener. */
@@ -45,7 +51,7 @@ export class ListenerFactory {
     if (!handler) {
       throw new Error('the admin listener needs the application to be created first');
     }
-    return createServer((req, res) => {
+    return createHttpServer((req, res) => {
       (req as IncomingMessage & { [ADMIN_LISTENER]?: boolean })[ADMIN_LISTENER] = true;
       handler(req, res);
     });

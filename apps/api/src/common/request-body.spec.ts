@@ -45,6 +45,13 @@ describe('readBody', () => {
     assert.equal(endless.readableEnded, false, 'it did not wait for the end');
   });
 
+  it('keeps nothing of a body for a route that takes none, and still reads it to its end', async () => {
+    const stream = chunks([64, 64]);
+    assert.equal((await readBody(stream, 128, 100 + 28, false)).length, 0);
+    assert.equal(stream.readableEnded, true);
+    assert.equal(await code(readBody(chunks([64, 64, 64]), NaN, 100, false)), 'request_too_large');
+  });
+
   it('a body that breaks off is a client error, not a 500', async () => {
     const stream = new PassThrough();
     const pending = code(readBody(stream, 1000, 2000));

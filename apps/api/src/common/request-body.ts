@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '@app/common';
 
 /**
@@ -15,9 +16,11 @@ export const tooLarge = () => new AppError('request_too_large', 'The request bod
 
 /**
  * The request body, read in full when it is at most `limit` bytes; a larger one is read up to
- * DISCARD_MAX_BYTES more and dropped, then refused with 413 `request_too_large`.
+ * DISCARD_MAX_BYTES more and dropped, then refused with 413 `request_too_large`. With `keep` false
+ * (a route that takes no body) nothing is kept: the body is read off the wire and dropped, and the
+ * result is empty.
  */
-export function readBody(payload: Readable, declaredLength: number, limit: number): Promise<Buffer> {
+export function readBody(payload: Readable, declaredLength: number, limit: number, keep = true): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -33,7 +36,7 @@ export function readBody(payload: Readable, declaredLength: number, limit: numbe
         payload.pause();
         reject(error);
       } else {
-        resolve(Buffer.concat(chunks, received));
+        resolve(keep ? Buffer.concat(chunks, received) : Buffer.alloc(0));
       }
     };
     const overLimit = () => {
@@ -43,7 +46,9 @@ export function readBody(payload: Readable, declaredLength: number, limit: numbe
     const onData = (chunk: Buffer) => {
       received += chunk.length;
       if (received <= limit) {
-        chunks.push(chunk);
+        if (keep) {
+          chunks.push(chunk);
+        }
         return;
       }
       overLimit();
@@ -68,4 +73,47 @@ export function readBody(payload: Readable, declaredLength: number, limit: numbe
     payload.on('aborted', onAborted);
     payload.resume();
   });
+}
+
+/**
+ * For a request answered before its body was read (refused in an onRequest hook: an unknown URL, a
+ * missing or wrong credential). The answer goes out at once; what the client still sends is read and
+ * dropped, unparsed, as readBody does beyond the limit, so that a client that reads the answer only
+ * once it has sent everything gets it rather than a reset. The same bounds: a body declared larger than
+ * DISCARD_MAX_BYTES is not read at all (the connection closes after the answer), and a body still
+ * arriving after DISCARD_MAX_BYTES or DISCARD_MAX_MS has its connection closed. A request without a
+ * body, or one fully received, keeps its connection for the next request.
+ */
+export function dropUnreadBody(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw;
+  if (raw.complete) {
+    return;
+  }
+  if (Number(raw.headers['content-length']) > DISCARD_MAX_BYTES) {
+    void reply.header('connection', 'close');
+    return;
+  }
+  let dropped = 0;
+  const cut = () => {
+    done();
+    raw.socket?.destroy();
+  };
+  const timer = setTimeout(cut, DISCARD_MAX_MS);
+  // Nothing to wait for on shutdown: the answer has gone out.
+  timer.unref();
+  const onData = (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > DISCARD_MAX_BYTES) {
+      cut();
+    }
+  };
+  const done = () => {
+    clearTimeout(timer);
+    raw.off('data', onData);
+    raw.off('end', done);
+    raw.off('close', done);
+  };
+  raw.on('data', onData);
+  raw.on('end', done);
+  raw.on('close', done);
 }

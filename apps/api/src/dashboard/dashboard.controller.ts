@@ -9,9 +9,17 @@ import type { AppConfig } from '@app/common';
 import { Public } from '../auth/access.decorator';
 import { AdminSessions } from '../auth/admin-sessions.service';
 import { AuthFailures } from '../auth/auth-failures.service';
+import { BodyLimit } from '../common/route-body';
 import { parseInput } from '../common/validation';
 
 export const signInBody = z.strictObject({ token: z.string().max(1024).describe('The server’s ADMIN_TOKEN') });
+
+/**
+ * The sign-in's own body limit: `{"token": "…"}` with the longest token the schema takes (1024
+ * characters) is about 1 KiB. Anyone may post here, so nobody gets to make the api read and parse
+ * more than that (the api's BODY_LIMIT_BYTES is sized for prompts).
+ */
+export const SIGN_IN_BODY_LIMIT_BYTES = 4 * 1024;
 
 /**
  * Where `npm run build` (and the e2e setup) writes the dashboard's bundle: `dashboard/` beside `apps/`
@@ -85,7 +93,13 @@ export class DashboardController {
   /** Signs in: the admin token for a session cookie (HttpOnly, SameSite=Strict, 12 h). */
   @Post('session')
   @HttpCode(204)
+  @BodyLimit(SIGN_IN_BODY_LIMIT_BYTES)
   async signIn(@Body() body: unknown, @Req() request: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+    // An address over the failed-auth limit is refused before its token is compared, as on the admin API.
+    const blocked = this.failures.blocked('admin', request.ip);
+    if (blocked) {
+      throw blocked;
+    }
     const { token } = parseInput(signInBody, body ?? {});
     const digest = createHash('sha256').update(token).digest();
     if (!this.adminDigest || !timingSafeEqual(digest, this.adminDigest)) {

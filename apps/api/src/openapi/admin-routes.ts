@@ -259,7 +259,8 @@ export const ADMIN_ROUTES: RouteDoc[] = [
     auth: 'public',
     body: { schema: signInBody, required: true },
     ok: { status: 204, description: 'Signed in: Set-Cookie sy_admin_session (HttpOnly, SameSite=Strict, 12 h)' },
-    errors: [400, 401, 429],
+    // 413: a body over the sign-in's own limit (SIGN_IN_BODY_LIMIT_BYTES, 4 KiB).
+    errors: [400, 401, 413, 429],
   },
   {
     method: 'get',

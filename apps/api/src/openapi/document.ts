@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ERROR_STATUS } from '@app/common';
 import { ROUTES } from './routes';
 import type { RouteDoc } from './routes';
+import { isAdminSurface } from '../common/admin-listener';
 import { routeFamily } from '../common/route-family';
 import { components, errorBody, notReady, ollamaError } from './schemas';
 
@@ -98,14 +99,46 @@ function operation(route: RouteDoc): Json {
   };
 }
 
+/** The names of the component schemas that `value` refers to (`$ref: #/components/schemas/<name>`). */
+function refsIn(value: unknown, into: Set<string>): Set<string> {
+  if (Array.isArray(value)) {
+    value.forEach((v) => refsIn(v, into));
+  } else if (value && typeof value === 'object') {
+    for (const [key, v] of Object.entries(value)) {
+      if (key === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')) {
+        into.add(v.slice('#/components/schemas/'.length));
+      } else {
+        refsIn(v, into);
+      }
+    }
+  }
+  return into;
+}
+
+/** Only the schemas that the paths use, directly or through other schemas. */
+function usedSchemas(paths: Json, schemas: Record<string, Json>): Record<string, Json> {
+  const used = refsIn(paths, new Set());
+  for (const pending = [...used]; pending.length > 0;) {
+    for (const name of refsIn(schemas[pending.pop()!], new Set())) {
+      if (!used.has(name)) {
+        used.add(name);
+        pending.push(name);
+      }
+    }
+  }
+  return Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)));
+}
+
 /**
  * The OpenAPI 3.1 document of the api, generated from the zod schemas: the request schemas the
  * controllers validate with (so the document cannot drift from what the api accepts) and the response
- * schemas of schemas.ts (checked against real answers by the e2e suite).
+ * schemas of schemas.ts (checked against real answers by the e2e suite). Without `admin`, the document
+ * of the public port when the admin surface has a listener of its own (ADMIN_PORT): no admin or
+ * dashboard route, nor their schemas.
  */
-export function buildOpenApiDocument(version: string): Json {
+export function buildOpenApiDocument(version: string, { admin = true }: { admin?: boolean } = {}): Json {
   const paths: Record<string, Json> = {};
-  for (const route of ROUTES) {
+  for (const route of ROUTES.filter((r) => admin || !isAdminSurface(r.path))) {
     paths[route.path] = { ...paths[route.path], [route.method]: operation(route) };
   }
   const { schemas } = z.toJSONSchema(components, {
@@ -117,19 +150,19 @@ export function buildOpenApiDocument(version: string): Json {
     delete schema.$schema;
     delete schema.id;
   }
+  const tags = ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', ...(admin ? ['Admin', 'Dashboard'] : [])];
   return {
     openapi: '3.1.0',
     info: {
       title: 'Switchyard',
       version,
-      description:
-        'A multi-tenant relay for LLM inference: an OpenAI-compatible and an Ollama-compatible API served by devices, and the admin API. See docs/api.md.',
+      description: `A multi-tenant relay for LLM inference: an OpenAI-compatible and an Ollama-compatible API served by devices${admin ? ', and the admin API' : ''}. See docs/api.md.`,
     },
     servers: [{ url: '/' }],
-    tags: ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', 'Admin', 'Dashboard'].map((name) => ({ name })),
+    tags: tags.map((name) => ({ name })),
     paths,
     components: {
-      schemas,
+      schemas: admin ? schemas : usedSchemas(paths, schemas),
       securitySchemes: {
         apiKey: {
           type: 'http',
@@ -137,11 +170,15 @@ export function buildOpenApiDocument(version: string): Json {
           description: 'An API key of an organization: `Authorization: Bearer sy_…`',
         },
         apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The same API key as a header' },
-        adminToken: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'The server’s ADMIN_TOKEN: `Authorization: Bearer …`',
-        },
+        ...(admin
+          ? {
+              adminToken: {
+                type: 'http',
+                scheme: 'bearer',
+                description: 'The server’s ADMIN_TOKEN: `Authorization: Bearer …`',
+              },
+            }
+          : {}),
       },
     },
   };

@@ -318,12 +318,13 @@ describe('hostile devices', () => {
     const keysBefore = await probe.dbsize();
     assert.ok(connectionsBefore > 0, 'the dispatcher names its connections');
 
-    // 8 devices, 25 announces each of 64 new made-up names (12,800 names), and lists of 1,000 refused whole.
-    const hostile = await Promise.all(Array.from({ length: 8 }, () => device()));
+    // 24 devices, 9 announces each of 64 new made-up names (13,824 names), and lists of 1,000 refused whole:
+    // 10 announces a device, as many as its announce rate lets through at once (ANNOUNCE_LIMITS).
+    const hostile = await Promise.all(Array.from({ length: 24 }, () => device()));
     let name = 0;
     await Promise.all(
       hostile.map(async (d) => {
-        for (let i = 0; i < 25; i++) {
+        for (let i = 0; i < 9; i++) {
           const models = Array.from({ length: MAX_MODELS }, () => `${junk}-${name++}`);
           const ack = await announce(d.socket, announcePayload(models));
           assert.equal(ack.ok, true);
@@ -342,8 +343,8 @@ describe('hostile devices', () => {
     const clientsAfter = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);
     const keysAfter = await probe.dbsize();
     process.stdout.write(
-      `hostile: dispatcher Redis connections ${connectionsBefore} before, ${connectionsDuring} after 200 announces ` +
-        `of 64 made-up names (+8 of 1,000), ${connectionsAfter} once the devices left; all clients ${clientsBefore} -> ` +
+      `hostile: dispatcher Redis connections ${connectionsBefore} before, ${connectionsDuring} after 216 announces ` +
+        `of 64 made-up names (+24 of 1,000), ${connectionsAfter} once the devices left; all clients ${clientsBefore} -> ` +
         `${clientsAfter}; keys ${keysBefore} -> ${keysAfter}\n`,
     );
     assert.equal(connectionsDuring, connectionsBefore);

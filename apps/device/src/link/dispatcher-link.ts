@@ -12,7 +12,9 @@ import type {
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
 import { DEVICE_NAMESPACE, HANDSHAKE_ERRORS, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
+import { AnnouncePacer } from './announce-pacer';
 import { backoffDelay, failoverDelay } from './backoff';
+import { handshakeWait } from './handshake-wait';
 
 /**
  * A connection that lasted this long was healthy, so the next reconnection starts fast again. Shorter
@@ -49,6 +51,9 @@ export interface LinkConfig {
  * is off), so that a dispatcher that died is left for the next URL of the list at once: each server not
  * yet tried since the last good connection is tried within a few hundred milliseconds, and only when
  * all of them failed does the link back off, up to 10 s. With one URL this is socket.io's own curve.
+ * A handshake refused with a wait (a cooling-off, too many failed handshakes from this address) is
+ * retried after that wait, on the same server: it holds on every dispatcher. Announces go out at most
+ * one a second (AnnouncePacer), well within what the dispatcher allows.
  */
 export class DispatcherLink {
   private socket: DeviceSocket | null = null;
@@ -59,6 +64,7 @@ export class DispatcherLink {
   private connectedAt = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private pacer: AnnouncePacer<AnnouncePayload, AnnounceAck> | null = null;
 
   constructor(
     private readonly config: LinkConfig,
@@ -107,8 +113,20 @@ export class DispatcherLink {
    * or with null when there is no connection or no answer in time.
    */
   announce(payload: AnnouncePayload, timeoutMs: number, settled: (answer: AnnounceAck | null) => void): void {
-    const socket = this.socket;
-    if (!socket?.connected) {
+    if (!this.socket?.connected || !this.pacer) {
+      settled(null);
+      return;
+    }
+    this.pacer.announce(payload, timeoutMs, settled);
+  }
+
+  private sendAnnounce(
+    socket: DeviceSocket,
+    payload: AnnouncePayload,
+    timeoutMs: number,
+    settled: (answer: AnnounceAck | null) => void,
+  ): void {
+    if (socket !== this.socket || !socket.connected) {
       settled(null);
       return;
     }
@@ -133,6 +151,7 @@ export class DispatcherLink {
   close(done: () => void): void {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    this.pacer?.drop();
     const socket = this.socket;
     const engine = socket?.io.engine;
     if (socket?.connected && engine) {
@@ -161,6 +180,11 @@ export class DispatcherLink {
       ...this.config.socketOptions,
     });
     this.socket = socket;
+    this.pacer?.drop();
+    // A new connection, a new allowance at the dispatcher: its first announce goes at once.
+    this.pacer = new AnnouncePacer((payload, timeoutMs, settled) =>
+      this.sendAnnounce(socket, payload, timeoutMs, settled),
+    );
     socket.on('connect', () => {
       this.connectedAt = performance.now();
       this.tried = 0;
@@ -189,6 +213,21 @@ export class DispatcherLink {
       this.on.refused('protocol');
       return;
     }
+    const wait = handshakeWait(error);
+    if (wait !== null) {
+      // Not final, and the same on every dispatcher: wait as asked, then try again, never sooner.
+      this.config.logger.warn(
+        { server: this.server, error: error.message, retry_in_ms: wait },
+        'dispatcher asks this device to wait before connecting again',
+      );
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => {
+        if (!this.closed) {
+          this.connect();
+        }
+      }, wait);
+      return;
+    }
     this.config.logger.warn({ server: this.server, error: error.message }, 'cannot reach dispatcher; retrying');
     this.retry();
   }
@@ -200,6 +239,7 @@ export class DispatcherLink {
     if (this.closed || socket !== this.socket) {
       return;
     }
+    this.pacer?.drop();
     this.config.logger.warn({ server: this.server, reason }, 'disconnected from dispatcher');
     // A dispatcher that went away (a restart, a crash) is retried from the start of the curve, as
     // socket.io's reconnection would; one that sent this device away quickly keeps the backoff going.

@@ -1,22 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  Coalescer,
-  HANDSHAKE_ERRORS,
-  LOGGER,
-  PROTOCOL_VERSION,
-  PgService,
-  handshakeAuthSchema,
-  looksLikeDeviceToken,
-  sha256Hex,
-} from '@app/common';
-import type { DeviceSocketData, Logger } from '@app/common';
+import type { OnModuleInit } from '@nestjs/common';
+import { Coalescer, KnownCredentials, LOGGER, PgService, credentialSource } from '@app/common';
+import type { Logger } from '@app/common';
 
 /** How often revocations are looked for: a revoked device is dropped within about this. */
 const REVOCATION_CHECK_MS = 1_000;
 /** Connects and disconnects of many devices are recorded together at most this often. */
 const TOUCH_WINDOW_MS = 200;
 
-interface DeviceRow {
+/** A device as its handshake needs it. */
+export interface DeviceRow {
   id: string;
   org_id: string | null;
   name: string;
@@ -24,44 +17,53 @@ interface DeviceRow {
   token_hash: string;
 }
 
-export type AuthResult = DeviceSocketData | { refused: string };
-
 /**
- * Who a connecting device is: its token (stored hashed) and its protocol version, checked at the
- * handshake; and the revocations that must end a connection. Connects and disconnects are recorded
- * as the device's last_seen_at, in batches.
+ * Who a connecting device is, by its token (stored hashed); the revocations that must end a
+ * connection; connects and disconnects recorded as the device's last_seen_at, in batches.
  *
- * The tokens of handshakes that arrive together are looked up together, one query for all of them
- * (while one lookup runs, the next handshakes wait for it and go in the next): when a dispatcher
- * restarts, all its devices come back at once, and one query each through a pool of ten made the
- * later ones wait past the pool's connection timeout, refused with `server_error`.
+ * A token that is no device's costs no query of its own: each dispatcher holds the set of every
+ * device's token hash (KnownCredentials) and refuses the others from memory. A known token is looked up in
+ * Postgres (its device, and whether it was revoked a moment ago), and the tokens of handshakes that
+ * arrive together are looked up together, one query for all of them (while one lookup runs, the next
+ * handshakes wait for it and go in the next): when a dispatcher restarts, all its devices come back
+ * at once, and one query each through a pool of ten made the later ones wait past the pool's
+ * connection timeout, refused with `server_error`.
  */
 @Injectable()
-export class DeviceAuth {
+export class DeviceAuth implements OnModuleInit {
   private revocationTimer: NodeJS.Timeout | null = null;
   private readonly touches = new Coalescer((ids: string[]) => this.touchBatch(ids), TOUCH_WINDOW_MS);
   private readonly lookups = new Coalescer((hashes: string[]) => this.lookupBatch(hashes), 0);
+  private readonly known: KnownCredentials;
 
   constructor(
     private readonly db: PgService,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.known = new KnownCredentials(credentialSource(db, 'devices'));
+  }
 
-  async authenticate(raw: Record<string, unknown>): Promise<AuthResult> {
-    const auth = handshakeAuthSchema.safeParse(raw);
-    if (!auth.success || !looksLikeDeviceToken(auth.data.token)) {
-      return { refused: HANDSHAKE_ERRORS.token };
+  onModuleInit(): void {
+    this.known
+      .refreshAfterNow()
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { err: (err as Error).message },
+          'could not read the device tokens; the next handshake retries',
+        ),
+      );
+  }
+
+  /**
+   * The device whose token has this hash, or null for a token that is no device's or a revoked
+   * device's. Rejects when Postgres does not answer.
+   */
+  async identify(hash: string): Promise<DeviceRow | null> {
+    if (!(await this.known.mayExist(hash))) {
+      return null;
     }
-    const device = await this.lookups.submit(sha256Hex(auth.data.token));
-    if (!device || device.revoked_at) {
-      return { refused: HANDSHAKE_ERRORS.token };
-    }
-    if (auth.data.protocol !== PROTOCOL_VERSION) {
-      // The agent stops on this and says so: it needs the version of this dispatcher.
-      this.logger.warn({ deviceId: device.id, protocol: auth.data.protocol }, 'device refused: protocol version');
-      return { refused: `${HANDSHAKE_ERRORS.protocol}: this dispatcher speaks protocol ${PROTOCOL_VERSION}` };
-    }
-    return { deviceId: device.id, orgId: device.org_id, name: device.name };
+    const device = await this.lookups.submit(hash);
+    return device && !device.revoked_at ? device : null;
   }
 
   /**

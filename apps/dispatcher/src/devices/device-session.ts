@@ -1,6 +1,7 @@
 import type { Socket } from 'socket.io';
 import { NETWORK_POOL, queueName } from '@app/common';
 import type { DeviceSocketData, DeviceToServerEvents, Feature, ServerToDeviceEvents } from '@app/common';
+import { AnnounceRate } from './announce-rate';
 
 export type DeviceSocket = Socket<DeviceToServerEvents, ServerToDeviceEvents, Record<string, never>, DeviceSocketData>;
 
@@ -21,6 +22,10 @@ export class DeviceSession {
   /** Invalid, foreign or over-budget events in the current window, and when the window began. */
   invalidEvents = 0;
   firstStrikeAt = 0;
+  /** Disconnected for its misdeeds (DeviceStrikes): counted once, however many more arrive before the close. */
+  struckOut = false;
+  /** Its allowance of announces. */
+  readonly announces = new AnnounceRate();
 
   constructor(readonly socket: DeviceSocket) {}
 

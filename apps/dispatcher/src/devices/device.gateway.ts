@@ -9,38 +9,30 @@ import {
   DEVICE_NAMESPACE,
   HANDSHAKE_ERRORS,
   LOGGER,
-  announceSchema,
   deltaSchema,
   doneSchema,
   taskErrorSchema,
 } from '@app/common';
-import type {
-  AnnounceAck,
-  AppConfig,
-  DeviceSocketData,
-  DeviceToServerEvents,
-  Logger,
-  ServerToDeviceEvents,
-} from '@app/common';
-import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
-import { AnnouncePolicy } from './announce-policy.service';
+import type { AppConfig, DeviceSocketData, DeviceToServerEvents, Logger, ServerToDeviceEvents } from '@app/common';
+import { ClientAddresses } from './client-address';
+import { DeviceAnnounces } from './device-announces.service';
 import { DeviceAuth } from './device-auth.service';
+import { DeviceHandshake } from './device-handshake.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceSession, type DeviceSocket } from './device-session';
 import { DeviceStates } from './device-states.service';
+import { DeviceStrikes } from './device-strikes.service';
 import { EventBudget } from './event-budget';
 import { forgetRequests } from './forget-requests';
 import { heartbeat } from './heartbeat';
+import { isBinaryPacket, jsonOnlyParser } from './json-only-parser';
 import { PresenceService } from './presence.service';
 
-/** The window over which a device's invalid events are counted against DEVICE_MAX_INVALID_EVENTS. */
-const STRIKE_WINDOW_MS = 60_000;
-
 /**
- * The `/devices` namespace: authenticates devices at the handshake (token and protocol version),
- * keeps the registry and presence up to date, holds each device to its budget, validates every event
- * a device sends, and passes the valid ones to the registry's listener. A device that keeps sending
- * what it must not is disconnected.
+ * The `/devices` namespace: checks devices at the handshake (DeviceHandshake), keeps the registry and
+ * presence up to date, holds each device to its budget, validates every event a device sends, and
+ * passes the valid ones to the registry's listener. A device that keeps sending what it must not, or
+ * sends a binary packet, is disconnected and cools off (DeviceStrikes).
  */
 @Injectable()
 export class DeviceGateway implements BeforeApplicationShutdown {
@@ -49,11 +41,12 @@ export class DeviceGateway implements BeforeApplicationShutdown {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly auth: DeviceAuth,
+    private readonly handshake: DeviceHandshake,
+    private readonly strikes: DeviceStrikes,
     private readonly registry: DeviceRegistry,
     private readonly presence: PresenceService,
-    private readonly policy: AnnouncePolicy,
+    private readonly announces: DeviceAnnounces,
     private readonly states: DeviceStates,
-    private readonly metrics: DispatcherMetrics,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -69,18 +62,23 @@ export class DeviceGateway implements BeforeApplicationShutdown {
         maxHttpBufferSize: this.config.DEVICE_MAX_EVENT_BYTES,
         perMessageDeflate: false,
         serveClient: false,
+        // The protocol is JSON: binary packets are never reassembled (see JsonOnlyDecoder).
+        parser: jsonOnlyParser,
       },
     );
     this.io = io;
+    // Before forgetRequests: a proxy's X-Forwarded-For is read from the request it drops.
+    const addresses = new ClientAddresses(io, this.config.TRUST_PROXY);
     forgetRequests(io);
     // Nothing is served on the root namespace: a socket there is refused whoever it is.
     io.of('/').use((_socket, next) => next(new Error(HANDSHAKE_ERRORS.token)));
     const namespace = io.of(DEVICE_NAMESPACE);
     namespace.use((socket, next) => {
-      this.auth.authenticate(socket.handshake.auth as Record<string, unknown>).then(
+      this.handshake.check(socket.handshake.auth as Record<string, unknown>, addresses.of(socket)).then(
         (result) => {
           if ('refused' in result) {
-            next(new Error(result.refused));
+            // socket.io sends `data` along with the message in the client's connect_error.
+            next(Object.assign(new Error(result.refused), result.data && { data: result.data }));
             return;
           }
           socket.data = result;
@@ -114,9 +112,15 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     const budget = new EventBudget(this.config.DEVICE_MAX_EVENTS_PER_SECOND, this.config.DEVICE_MAX_BYTES_PER_SECOND);
     let bytes = 0;
     socket.conn.on('packet', (packet: { type: string; data?: unknown }) => {
-      if (packet.type === 'message') {
-        bytes += typeof packet.data === 'string' ? Buffer.byteLength(packet.data) : 0;
+      if (packet.type !== 'message') {
+        return;
       }
+      if (isBinaryPacket(packet.data)) {
+        // Disconnected before socket.io's decoder sees the packet (engine.io emits `data` after `packet`).
+        this.strikes.out(session, 'binary');
+        return;
+      }
+      bytes += Buffer.byteLength(packet.data as string);
     });
     // Events are handled here, not by a listener per event name: on each of thousands of sockets a
     // listener is a closure and an entry in a dictionary-mode _events object (bench heap snapshots).
@@ -138,7 +142,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
   private onEvent(session: DeviceSession, event: unknown, raw: unknown, ack: unknown): void {
     switch (event) {
       case DEVICE_EVENTS.announce:
-        void this.onAnnounce(session, raw, ack);
+        void this.announces.handle(session, raw, ack);
         return;
       case DEVICE_EVENTS.delta:
         this.deliver(session, deltaSchema, raw, event, (p) => this.registry.events.onDelta(session, p));
@@ -157,56 +161,6 @@ export class DeviceGateway implements BeforeApplicationShutdown {
         );
         this.strike(session, 'unknown_event');
     }
-  }
-
-  private async onAnnounce(session: DeviceSession, raw: unknown, ack: unknown): Promise<void> {
-    const reply = typeof ack === 'function' ? (ack as (answer: AnnounceAck) => void) : () => undefined;
-    const payload = this.validate(session, announceSchema, raw, DEVICE_EVENTS.announce);
-    if (!payload) {
-      reply({ ok: false, error: 'invalid announce payload' });
-      return;
-    }
-    let decision;
-    try {
-      decision = await this.policy.decide(session, payload.models);
-    } catch (err) {
-      this.logger.error({ err, deviceId: session.id }, 'could not check the announced models');
-      reply({ ok: false, error: 'the dispatcher could not check the models; announce again' });
-      return;
-    }
-    if (!decision) {
-      this.strike(session, 'too_many_models');
-      reply({ ok: false, error: `too many models: a device may announce at most ${this.config.DEVICE_MAX_MODELS}` });
-      return;
-    }
-    if (this.registry.get(session.id) !== session) {
-      return;
-    }
-    session.announcedModels = [...new Set(payload.models)];
-    session.serve(decision.models, payload.features, payload.available);
-    this.states.announced(session);
-    reply({
-      ok: true,
-      device_id: session.id,
-      pool: session.socket.data.orgId ? 'direct' : 'network',
-      models: decision.models,
-      refused: decision.refused,
-    });
-    this.logger.info(
-      {
-        deviceId: session.id,
-        backend: payload.backend,
-        agent: payload.agent_version,
-        models: decision.models,
-        refused: decision.refused.length,
-        available: payload.available,
-      },
-      'device announced',
-    );
-    this.registry.events.onAnnounced(session);
-    await this.presence
-      .publish(session)
-      .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'presence update failed'));
   }
 
   private onGone(session: DeviceSession): void {
@@ -261,22 +215,11 @@ export class DeviceGateway implements BeforeApplicationShutdown {
 
   /**
    * Counts a misdeed of a device (also the dispatch module's: events for a task it does not hold); at
-   * DEVICE_MAX_INVALID_EVENTS the device is disconnected, and its task handled as a device drop.
+   * DEVICE_MAX_INVALID_EVENTS the device is disconnected, its task handled as a device drop, and it
+   * cools off (DeviceStrikes).
    */
   strike(session: DeviceSession, reason: string): void {
-    this.metrics.invalidEvents.inc({ reason });
-    // Misdeeds are counted over the last STRIKE_WINDOW_MS: a long-lived device is not disconnected
-    // for a few mishaps spread over days.
-    const now = Date.now();
-    if (now - session.firstStrikeAt > STRIKE_WINDOW_MS) {
-      session.firstStrikeAt = now;
-      session.invalidEvents = 0;
-    }
-    session.invalidEvents++;
-    if (session.invalidEvents === this.config.DEVICE_MAX_INVALID_EVENTS) {
-      this.logger.warn({ deviceId: session.id, events: session.invalidEvents }, 'invalid events: disconnected');
-      session.socket.disconnect(true);
-    }
+    this.strikes.strike(session, reason);
   }
 
   /**

@@ -1,11 +1,16 @@
 import { Module } from '@nestjs/common';
 import { InstancesModule } from '../instances/instances.module';
 import { AnnouncePolicy } from './announce-policy.service';
+import { CoolingOff } from './cooling-off.service';
+import { DeviceAnnounces } from './device-announces.service';
 import { DeviceAuth } from './device-auth.service';
 import { DeviceGateway } from './device.gateway';
+import { DeviceHandshake } from './device-handshake.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceStates } from './device-states.service';
+import { DeviceStrikes } from './device-strikes.service';
 import { DeviceMetrics } from './device-metrics';
+import { HandshakeFailures } from './handshake-failures.service';
 import { HealthController } from './health.controller';
 import { PolicyRefresh } from './policy-refresh.service';
 import { PresenceService } from './presence.service';
@@ -21,7 +26,12 @@ import { PresenceService } from './presence.service';
     DeviceRegistry,
     DeviceStates,
     DeviceAuth,
+    HandshakeFailures,
+    CoolingOff,
+    DeviceHandshake,
+    DeviceStrikes,
     AnnouncePolicy,
+    DeviceAnnounces,
     PresenceService,
     PolicyRefresh,
     DeviceGateway,

@@ -81,6 +81,10 @@ export const configSchema = z
       .default(4 * 1024 * 1024),
     /** A device that sends this many invalid, foreign or over-budget events is disconnected. */
     DEVICE_MAX_INVALID_EVENTS: z.coerce.number().int().min(1).default(20),
+    /** Failed device handshakes per client address per minute; then the address is refused before any lookup. */
+    DEVICE_HANDSHAKE_FAILURES: z.coerce.number().int().min(1).default(30),
+    /** A device disconnected for its misdeeds is refused this long, doubled on each repeat (docs/protocol.md). */
+    DEVICE_COOLING_OFF_MS: positiveMs(10_000),
     /** How many devices may try a job before it fails (a device that drops before the first token). */
     MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

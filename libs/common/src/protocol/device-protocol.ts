@@ -23,11 +23,22 @@ export const DEVICE_EVENTS = {
   error: 'task:error',
 } as const;
 
-/** Handshake refusals (the `message` of socket.io's connect_error), each final for the agent. */
+/**
+ * Handshake refusals (the `message` of socket.io's connect_error, or its start). `token` and
+ * `protocol` are final for the agent; `coolingOff` (the device was disconnected for its misdeeds) and
+ * `tooManyFailures` (its address failed too many handshakes) say how long to wait, in the error's
+ * `data` ({@link handshakeWaitSchema}) and in the message: `cooling_off: retry after 10000 ms`.
+ */
 export const HANDSHAKE_ERRORS = {
   token: 'invalid_device_token',
   protocol: 'unsupported_protocol',
+  coolingOff: 'cooling_off',
+  tooManyFailures: 'too_many_failed_handshakes',
 } as const;
+
+/** The `data` of a refusal that asks the device to wait: try again no sooner than this. */
+export const handshakeWaitSchema = z.object({ retry_after_ms: z.number().int().min(0) });
+export type HandshakeWait = z.infer<typeof handshakeWaitSchema>;
 
 export const handshakeAuthSchema = z.object({ token: z.string().max(200), protocol: z.number().int() });
 export type DeviceHandshakeAuth = z.infer<typeof handshakeAuthSchema>;
@@ -48,6 +59,15 @@ export const announceSchema = z.object({
   running_task: address.nullable(),
 });
 export type AnnouncePayload = z.infer<typeof announceSchema>;
+
+/**
+ * How many announces a device may send: ANNOUNCE_LIMITS.burst at once, then ANNOUNCE_LIMITS.perSecond
+ * (a token bucket per connection). Each costs the dispatcher a Postgres check of the models and a
+ * rewrite of the device's presence (unbounded, one device made about 6,300 Redis commands a second
+ * with them); the agent announces on connect, on a change of its runtime and twice on shutdown, and
+ * paces itself to half of this. An announce over it is refused in its ack and counts as a strike.
+ */
+export const ANNOUNCE_LIMITS = { burst: 10, perSecond: 2 } as const;
 
 /** Why the dispatcher refuses to let a device serve a model. */
 export const REFUSAL_REASONS = ['unknown_model', 'not_enabled', 'not_allowed', 'not_network'] as const;
@@ -149,4 +169,6 @@ export interface DeviceSocketData {
   deviceId: string;
   orgId: string | null;
   name: string;
+  /** The first 16 hex digits of the token's SHA-256: what the dispatcher keys its cooling-off by. */
+  tokenKey: string;
 }

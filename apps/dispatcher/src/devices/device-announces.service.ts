@@ -1,0 +1,96 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ANNOUNCE_LIMITS, APP_CONFIG, DEVICE_EVENTS, LOGGER, announceSchema } from '@app/common';
+import type { AnnounceAck, AppConfig, Logger } from '@app/common';
+import { AnnouncePolicy } from './announce-policy.service';
+import { DeviceRegistry } from './device-registry.service';
+import type { DeviceSession } from './device-session';
+import { DeviceStates } from './device-states.service';
+import { DeviceStrikes } from './device-strikes.service';
+import { PresenceService } from './presence.service';
+
+/**
+ * A device's announces: held to their rate, validated, the models decided (AnnouncePolicy), then the
+ * session, its state and its presence updated and the registry's listener told. Every refusal is
+ * answered in the ack.
+ */
+@Injectable()
+export class DeviceAnnounces {
+  constructor(
+    private readonly policy: AnnouncePolicy,
+    private readonly registry: DeviceRegistry,
+    private readonly states: DeviceStates,
+    private readonly presence: PresenceService,
+    private readonly strikes: DeviceStrikes,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async handle(session: DeviceSession, raw: unknown, ack: unknown): Promise<void> {
+    const reply = typeof ack === 'function' ? (ack as (answer: AnnounceAck) => void) : () => undefined;
+    if (!session.announces.take()) {
+      this.refuse(session, 'announce_rate');
+      reply({
+        ok: false,
+        error: `too many announces: at most ${ANNOUNCE_LIMITS.burst} at once and ${ANNOUNCE_LIMITS.perSecond} a second`,
+      });
+      return;
+    }
+    const parsed = announceSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      this.refuse(session, 'malformed', `${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'malformed'}`);
+      reply({ ok: false, error: 'invalid announce payload' });
+      return;
+    }
+    const payload = parsed.data;
+    let decision;
+    try {
+      decision = await this.policy.decide(session, payload.models);
+    } catch (err) {
+      this.logger.error({ err, deviceId: session.id }, 'could not check the announced models');
+      reply({ ok: false, error: 'the dispatcher could not check the models; announce again' });
+      return;
+    }
+    if (!decision) {
+      this.strikes.strike(session, 'too_many_models');
+      reply({ ok: false, error: `too many models: a device may announce at most ${this.config.DEVICE_MAX_MODELS}` });
+      return;
+    }
+    if (this.registry.get(session.id) !== session) {
+      return;
+    }
+    session.announcedModels = [...new Set(payload.models)];
+    session.serve(decision.models, payload.features, payload.available);
+    this.states.announced(session);
+    reply({
+      ok: true,
+      device_id: session.id,
+      pool: session.socket.data.orgId ? 'direct' : 'network',
+      models: decision.models,
+      refused: decision.refused,
+    });
+    this.logger.info(
+      {
+        deviceId: session.id,
+        backend: payload.backend,
+        agent: payload.agent_version,
+        models: decision.models,
+        refused: decision.refused.length,
+        available: payload.available,
+      },
+      'device announced',
+    );
+    this.registry.events.onAnnounced(session);
+    await this.presence
+      .publish(session)
+      .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'presence update failed'));
+  }
+
+  private refuse(session: DeviceSession, reason: string, detail?: string): void {
+    this.logger.warn(
+      { deviceId: session.id, event: DEVICE_EVENTS.announce, reason, detail },
+      'invalid event from device: ignored',
+    );
+    this.strikes.strike(session, reason);
+  }
+}

@@ -232,6 +232,26 @@ describe('API key rotation and last use', () => {
     assert.equal(res.body.rotated_from_expires_at, short.expires_at);
   });
 
+  test('a key with a lifetime is replaced by one with the same lifetime, from the rotation; one without by one without', async () => {
+    const t = await createTenant([]);
+    const admins = new AdminService(db());
+    const lived = await admins.keys.create({ org: t.org.name, expiresIn: '30d' });
+    const before = Date.now();
+    const res = await admin('POST', `/admin/keys/${lived.id}/rotate`, { grace: '1h' });
+    assert.equal(res.status, 201, res.text);
+    const lifetime = Date.parse(lived.expires_at!) - Date.parse(lived.created_at!);
+    const successorExpiry = Date.parse(res.body.expires_at);
+    assert.ok(successorExpiry >= before + lifetime - 1_000, res.text);
+    assert.ok(successorExpiry <= Date.now() + lifetime + 1_000, res.text);
+    const row = await db().apiKey.findUniqueOrThrow({ where: { id: res.body.id } });
+    assert.equal(row.expiresAt?.getTime(), successorExpiry);
+
+    const forever = await admins.keys.create({ org: t.org.name });
+    const plain = await admin('POST', `/admin/keys/${forever.id}/rotate`, {});
+    assert.equal(plain.status, 201, plain.text);
+    assert.equal(plain.body.expires_at, null);
+  });
+
   test('last_used_at: null until the key is used, then the time of a use', async () => {
     const t = await createTenant([]);
     const entry = async () => (await listKeys(t.org.name)).find((k) => k.id === t.keyId)!;

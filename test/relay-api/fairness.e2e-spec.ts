@@ -172,6 +172,37 @@ describe('fair queues and queue status', () => {
     expect((await blocker2).status).toBe(200);
   }, 60_000);
 
+  it("a position counts only the caller's own organization: another organization's waiting requests do not show", async () => {
+    const [mine, theirs] = [await tenant(1), await tenant(1)];
+    const blocker = chat(theirs, 'blocker');
+    const held = await device.nextAssignment();
+    // Theirs waits first, three deep; then mine.
+    const waiting = [chat(theirs, 'theirs 0'), chat(theirs, 'theirs 1'), chat(theirs, 'theirs 2')];
+    await queued([theirs.org.id], 3);
+    const first = chat(mine, 'mine 0');
+    await queued([mine.org.id], 1);
+    const second = chat(mine, 'mine 1');
+    await queued([mine.org.id], 2);
+    const rows = await db().task.findMany({ where: { orgId: mine.org.id }, orderBy: { queuedAt: 'asc' } });
+    const positions = await Promise.all(
+      rows.map(
+        async (row) => (await http('GET', `${api.url}/v1/tasks/${row.address}`, { headers: bearer(mine.key) })).body,
+      ),
+    );
+    expect(positions.map((p) => [p.status, p.queue_position])).toEqual([
+      ['queued', 1],
+      ['queued', 2],
+    ]);
+    // Everything is still served in full.
+    device.answer(held.task_address, ['ok']);
+    for (let i = 0; i < 5; i++) {
+      const a = await device.nextAssignment();
+      device.answer(a.task_address, ['ok']);
+    }
+    const answers = await Promise.all([blocker, ...waiting, first, second]);
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+  }, 60_000);
+
   /** Ends the device's current assignment and waits for the stream to report the next position. */
   async function serveAndExpect(live: LiveStream, next: RegExp): Promise<void> {
     const a = await device.nextAssignment();

@@ -116,8 +116,9 @@ export class AdminKeysService {
   }
 
   /**
-   * Replaces a key: a new key for the same org and label (its secret returned this once), and the old
-   * key expires when the grace ends, unless it already expires earlier. A key is rotated at most once
+   * Replaces a key: a new key for the same org and label (its secret returned this once; with the old
+   * key's lifetime, from now, when the old one had one), and the old key expires when the grace ends,
+   * unless it already expires earlier. A key is rotated at most once
    * (the unique rotated_from_id also settles two rotations at once); revoked and expired keys are not.
    */
   async rotate(id: string, input: RotateKeyInput = {}) {
@@ -149,11 +150,14 @@ export class AdminKeysService {
         }
         const graceEnd = new Date(now + graceMs);
         const oldExpiresAt = old.expires_at && old.expires_at < graceEnd ? old.expires_at : graceEnd;
+        // A key made with a lifetime is replaced by one with the same lifetime, from now: rotation
+        // renews a key, it does not turn a key that expires into one that never does.
+        const expiresAt = old.expires_at ? new Date(now + (old.expires_at.getTime() - old.created_at.getTime())) : null;
         await sql.query('UPDATE api_keys SET expires_at = $2::timestamptz WHERE id = $1::uuid', [old.id, oldExpiresAt]);
         const [row] = await sql.query<KeyRow>(
-          `INSERT INTO api_keys (id, org_id, hash, prefix, label, rotated_from_id)
-           VALUES (gen_random_uuid(), $1::uuid, $2, $3, $4, $5::uuid) RETURNING *`,
-          [old.org_id, key.hash, key.prefix, old.label, old.id],
+          `INSERT INTO api_keys (id, org_id, hash, prefix, label, rotated_from_id, expires_at)
+           VALUES (gen_random_uuid(), $1::uuid, $2, $3, $4, $5::uuid, $6::timestamptz) RETURNING *`,
+          [old.org_id, key.hash, key.prefix, old.label, old.id, expiresAt],
         );
         return {
           id: row.id,

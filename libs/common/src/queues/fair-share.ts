@@ -88,31 +88,14 @@ redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
 return 1`;
 
 /**
- * Where a waiting job stands: 1 = next. Counts the jobs ahead of it in its line, and in every other
- * line the jobs whose virtual start comes before its own. KEYS: passes, state. ARGV: prefix, line, job id.
+ * Where a waiting job stands among the jobs of its own line (its organization's): 1 = its line's next.
+ * Other organizations' lines are not counted: how much another organization has queued is not the
+ * asker's to learn. KEYS: the line's wait list. ARGV: job id.
  */
 const POSITION = `
-local line = ARGV[2]
-local wait = ARGV[1] .. ':' .. line .. ':wait'
-local at = redis.call('LPOS', wait, ARGV[3])
+local at = redis.call('LPOS', KEYS[1], ARGV[1])
 if not at then return false end
-local k = redis.call('LLEN', wait) - at
-local v = tonumber(redis.call('HGET', KEYS[2], '_v') or '0')
-local pass = tonumber(redis.call('ZSCORE', KEYS[1], line) or v)
-local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
-local start = pass + (k - 1) * stride
-local ahead = k - 1
-local others = redis.call('ZRANGE', KEYS[1], 0, 999, 'WITHSCORES')
-for i = 1, #others, 2 do
-  local other = others[i]
-  if other ~= line then
-    local len = redis.call('LLEN', ARGV[1] .. ':' .. other .. ':wait')
-    local s = tonumber(redis.call('HGET', KEYS[2], other) or '${STRIDE_SCALE}')
-    local count = math.ceil((start - tonumber(others[i + 1])) / s)
-    ahead = ahead + math.max(0, math.min(len, count))
-  end
-end
-return ahead + 1`;
+return redis.call('LLEN', KEYS[1]) - at`;
 
 type Fair = Redis & {
   syFairEnqueue(
@@ -136,7 +119,7 @@ type Fair = Redis & {
     line: string,
     now: number,
   ): Promise<number>;
-  syFairPosition(a: string, b: string, prefix: string, line: string, jobId: string): Promise<number | null>;
+  syFairPosition(wait: string, jobId: string): Promise<number | null>;
 };
 
 /** The stride of an organization of this weight (1-100). */
@@ -152,7 +135,7 @@ export class FairShare {
     redis.defineCommand('syFairPick', { numberOfKeys: 3, lua: PICK });
     redis.defineCommand('syFairCharge', { numberOfKeys: 3, lua: CHARGE });
     redis.defineCommand('syFairRefund', { numberOfKeys: 3, lua: REFUND });
-    redis.defineCommand('syFairPosition', { numberOfKeys: 2, lua: POSITION });
+    redis.defineCommand('syFairPosition', { numberOfKeys: 1, lua: POSITION });
     this.redis = redis as Fair;
   }
 
@@ -186,10 +169,9 @@ export class FairShare {
     await this.redis.syFairRefund(...FairShare.keys(queue), queue, QUEUE_PREFIX, line, Date.now());
   }
 
-  /** Where a waiting job stands in its queue (1 = next), or null when it is not waiting. */
+  /** Where a waiting job stands in its own line (1 = its line's next), or null when it is not waiting. */
   position(line: string, jobId: string): Promise<number | null> {
-    const [passes, state] = FairShare.keys(queueOfLine(line));
-    return this.redis.syFairPosition(passes, state, QUEUE_PREFIX, line, jobId);
+    return this.redis.syFairPosition(`${QUEUE_PREFIX}:${line}:wait`, jobId);
   }
 
   /** The jobs waiting in a queue, all lines together. */

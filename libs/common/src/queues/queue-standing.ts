@@ -3,10 +3,17 @@ import { keys } from '../redis/keys';
 import type { FairShare } from './fair-share';
 import { queueOfLine } from './queues';
 
-/** Where a waiting request stands: its place in its queue (1 = next) and an estimate of its wait. */
+/**
+ * Where a waiting request stands, as far as its organization may know: its place among its own
+ * organization's requests in the queue (1 = its next) and the wait that place alone makes.
+ */
 export interface QueueStanding {
   position: number;
-  /** Null when there is no basis: no device serves the queue, or none has completed a task of it lately. */
+  /**
+   * The wait if the queue's devices served only this organization: other organizations' requests,
+   * served in turn, can add to it. Null when there is no basis: no device serves the queue, or none
+   * has completed a task of it lately.
+   */
   etaMs: number | null;
 }
 
@@ -17,10 +24,10 @@ function poolAndModel(queue: string): { pool: string; model: string } {
 }
 
 /**
- * A waiting task's standing, or null when it no longer waits. The estimate: the requests ahead of it
- * and itself, served in rounds by the devices online for the queue, each round taking the queue's
- * recent service time (a moving average kept by the task transitions, see TASK_TRANSITIONS_LUA).
- * Three reads sent together: one round trip.
+ * A waiting task's standing, or null when it no longer waits. The estimate: its organization's
+ * requests ahead of it and itself, served in rounds by the devices online for the queue, each round
+ * taking the queue's recent service time (a moving average kept by the task transitions, see
+ * TASK_TRANSITIONS_LUA). Three reads sent together: one round trip.
  */
 export async function queueStanding(
   redis: Redis,

@@ -13,6 +13,7 @@ import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } 
 import type { Proc, ProfileOptions } from './lib/stack';
 import { faninScenario } from './scenarios/fanin';
 import { fairnessScenario } from './scenarios/fairness';
+import { hostileScenario } from './scenarios/hostile';
 import { queuesScenario } from './scenarios/queues';
 import { relayScenario } from './scenarios/relay';
 import { streamsScenario } from './scenarios/streams';
@@ -33,6 +34,7 @@ const SCENARIOS = {
   queues: queuesScenario,
   streams: streamsScenario,
   fairness: fairnessScenario,
+  hostile: hostileScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
 } as const;
 type ScenarioName = keyof typeof SCENARIOS;

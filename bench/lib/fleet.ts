@@ -1,26 +1,18 @@
 import { readFileSync } from 'node:fs';
 import type { FleetCommand, FleetReport } from '../fleet-worker';
+import { IpcWorker } from './ipc-worker';
 import type { Proc } from './stack';
 import { sleep, startNode } from './stack';
 
 /** The bench's side of a fleet-worker process: many devices in one process, driven over IPC. */
-export class Fleet {
-  private readonly waiting = new Map<string, (report: FleetReport) => void>();
+export class Fleet extends IpcWorker<FleetCommand, FleetReport> {
   onProgress?: (report: Extract<FleetReport, { type: 'progress' }>) => void;
 
-  constructor(readonly proc: Proc) {
-    proc.child.on('message', (report: FleetReport) => {
-      if (report.type === 'error') {
-        process.stderr.write(`${proc.name}: ${report.message}\n`);
-        return;
-      }
+  constructor(proc: Proc) {
+    super(proc, (report) => {
       if (report.type === 'progress') {
         this.onProgress?.(report);
-        return;
       }
-      const resolve = this.waiting.get(report.type);
-      this.waiting.delete(report.type);
-      resolve?.(report);
     });
   }
 
@@ -37,22 +29,11 @@ export class Fleet {
     );
   }
 
-  send(command: FleetCommand): void {
-    this.proc.child.send(command);
-  }
-
-  /** The next report of a type (only one waiter per type). */
-  next<T extends FleetReport['type']>(type: T, timeoutMs = 180_000): Promise<Extract<FleetReport, { type: T }>> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(type);
-        reject(new Error(`${this.proc.name}: no ${type} report within ${timeoutMs} ms\n${this.proc.output}`));
-      }, timeoutMs);
-      this.waiting.set(type, (report) => {
-        clearTimeout(timer);
-        resolve(report as Extract<FleetReport, { type: T }>);
-      });
-    });
+  override next<T extends FleetReport['type']>(
+    type: T,
+    timeoutMs = 180_000,
+  ): Promise<Extract<FleetReport, { type: T }>> {
+    return super.next(type, timeoutMs);
   }
 
   async collectAssigns(): Promise<[string, number][]> {

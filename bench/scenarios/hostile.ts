@@ -7,6 +7,7 @@ import { keepAliveAgent, postJson } from '../lib/client';
 import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import { MB } from '../lib/context';
 import { Fleet } from '../lib/fleet';
+import { IpcWorker } from '../lib/ipc-worker';
 import { mdTable, num } from '../lib/format';
 import { openLoop } from '../lib/load';
 import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
@@ -112,23 +113,7 @@ interface AttackResult {
 }
 
 /** The bench's side of the flood-worker process. */
-class FloodDevice {
-  private readonly waiting = new Map<string, (report: FloodReport) => void>();
-  readonly errors: string[] = [];
-
-  private constructor(readonly proc: Proc) {
-    proc.child.on('message', (report: FloodReport) => {
-      if (report.type === 'error') {
-        this.errors.push(report.message);
-        process.stderr.write(`${proc.name}: ${report.message}\n`);
-        return;
-      }
-      const resolve = this.waiting.get(report.type);
-      this.waiting.delete(report.type);
-      resolve?.(report);
-    });
-  }
-
+class FloodDevice extends IpcWorker<FloodCommand, FloodReport> {
   /** Started as startNode starts a bench process, behind `nice`. */
   static spawn(): FloodDevice {
     const args = ['-n', String(FLOOD_NICE), process.execPath, ...nodeArgs('bench/flood-worker.js', [])];
@@ -138,23 +123,6 @@ class FloodDevice {
         spawn('nice', args, { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] }),
       ),
     );
-  }
-
-  send(command: FloodCommand): void {
-    this.proc.child.send(command);
-  }
-
-  next<T extends FloodReport['type']>(type: T, timeoutMs = 30_000): Promise<Extract<FloodReport, { type: T }>> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(type);
-        reject(new Error(`${this.proc.name}: no ${type} report within ${timeoutMs} ms\n${this.proc.output}`));
-      }, timeoutMs);
-      this.waiting.set(type, (report) => {
-        clearTimeout(timer);
-        resolve(report as Extract<FloodReport, { type: T }>);
-      });
-    });
   }
 
   /** Stops the flood (the task in hand ends with done) and returns what the device did. */

@@ -1,7 +1,4 @@
-import { connect, createServer } from 'node:net';
-import type { Server, Socket } from 'node:net';
-import { databaseTarget, databaseUrlVia } from '../reliability/helpers';
-import { freePort } from '../support/stack';
+import { TcpProxy, databaseTarget, databaseUrlVia } from '../reliability/helpers';
 
 /** Startup-phase requests that the server answers with one byte, after which a startup message follows. */
 const SSL_REQUEST = 80877103;
@@ -60,53 +57,25 @@ class FrontendReader {
  * exact where Postgres's own statistics are flushed late.
  */
 export class PgQueryLog {
-  readonly queries: string[] = [];
-  private readonly sockets = new Set<Socket>();
-  private stopping = false;
-
   private constructor(
-    private readonly server: Server,
-    readonly port: number,
+    private readonly proxy: TcpProxy,
+    /** Every statement sent so far, in order. */
+    readonly queries: string[],
   ) {}
 
   static async start(): Promise<PgQueryLog> {
     const target = databaseTarget();
-    const port = await freePort();
-    const server = createServer();
-    const log = new PgQueryLog(server, port);
-    server.on('connection', (client) => {
-      if (log.stopping) {
-        client.destroy();
-        return;
-      }
-      const upstream = connect(target.port, target.host);
-      const reader = new FrontendReader((text) => log.queries.push(text));
-      log.sockets.add(client);
-      log.sockets.add(upstream);
-      const drop = () => {
-        client.destroy();
-        upstream.destroy();
-        log.sockets.delete(client);
-        log.sockets.delete(upstream);
-      };
-      client.on('data', (chunk: Buffer) => reader.push(chunk));
-      client.on('error', drop);
-      upstream.on('error', drop);
-      client.on('close', drop);
-      upstream.on('close', drop);
-      client.pipe(upstream);
-      upstream.pipe(client);
+    const queries: string[] = [];
+    const proxy = await TcpProxy.start(target.host, target.port, () => {
+      const reader = new FrontendReader((text) => queries.push(text));
+      return (chunk) => reader.push(chunk);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-    return log;
+    return new PgQueryLog(proxy, queries);
   }
 
   /** The DATABASE_URL that goes through this log. */
   get url(): string {
-    return databaseUrlVia(this.port);
+    return databaseUrlVia(this.proxy.port);
   }
 
   /** How many statements so far match. */
@@ -114,12 +83,8 @@ export class PgQueryLog {
     return this.queries.filter((q) => pattern.test(q)).length;
   }
 
+  /** Ends every connection; a client that reconnects meanwhile is turned away. */
   async stop(): Promise<void> {
-    // A client that reconnects meanwhile is turned away: close() waits for every connection to end.
-    this.stopping = true;
-    for (const socket of this.sockets) {
-      socket.destroy();
-    }
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.proxy.stop();
   }
 }

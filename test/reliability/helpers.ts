@@ -346,10 +346,13 @@ export class RedisServer {
   }
 }
 
+/** Sees what each client of a TcpProxy sends: called once per connection, it returns that connection's reader. */
+export type ProxyTap = () => (chunk: Buffer) => void;
+
 /**
  * A TCP proxy (node:net) in front of a server, which the test can cut: `cut()` resets every open
  * connection and refuses new ones, as a network failure or a restarting database does; `restore()`
- * lets connections through again.
+ * lets connections through again. A tap, if given, reads what the clients send.
  */
 export class TcpProxy {
   private server: Server | null = null;
@@ -360,10 +363,11 @@ export class TcpProxy {
     readonly port: number,
     private readonly targetHost: string,
     private readonly targetPort: number,
+    private readonly tap?: ProxyTap,
   ) {}
 
-  static async start(targetHost: string, targetPort: number): Promise<TcpProxy> {
-    const proxy = new TcpProxy(await freePort(), targetHost, targetPort);
+  static async start(targetHost: string, targetPort: number, tap?: ProxyTap): Promise<TcpProxy> {
+    const proxy = new TcpProxy(await freePort(), targetHost, targetPort, tap);
     await proxy.listen();
     return proxy;
   }
@@ -383,6 +387,9 @@ export class TcpProxy {
         this.sockets.delete(client);
         this.sockets.delete(upstream);
       };
+      if (this.tap) {
+        client.on('data', this.tap());
+      }
       client.on('error', drop);
       upstream.on('error', drop);
       client.on('close', drop);

@@ -358,9 +358,11 @@ describe('hostile devices', () => {
 
   describe('events', () => {
     let hostile: FakeDevice;
+    let hostileToken: string;
 
     beforeEach(async () => {
-      hostile = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [served]);
+      hostileToken = (await createDevice()).token;
+      hostile = await FakeDevice.connect(dispatcher.url, hostileToken, [served]);
       fakes.push(hostile);
     });
 
@@ -368,7 +370,7 @@ describe('hostile devices', () => {
 
     const gone = (socket: Socket) => new Promise<string>((resolve) => socket.once('disconnect', resolve));
 
-    it('an event over DEVICE_MAX_EVENT_BYTES closes the connection; its task fails explicitly', async () => {
+    it('an event over DEVICE_MAX_EVENT_BYTES closes the connection and cools the device off; its task fails explicitly', async () => {
       const pending = chat(orgB.key, served, 'oversized');
       const { task_address: address } = await hostile.nextAssignment();
       hostile.delta(address, 0, 'partial');
@@ -379,6 +381,10 @@ describe('hostile devices', () => {
       const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'failed');
       assert.equal(row.errorCode, 'device_disconnected');
       assert.equal(row.outputSha256, sha256('partial'));
+      // It does not come straight back to send it again.
+      const again = await handshake(dispatcher.url, '/devices', { token: hostileToken, protocol: PROTOCOL_VERSION });
+      expect(again).toMatch(/^cooling_off: retry after \d+ ms$/);
+      expect(metricValue(await metrics(), 'switchyard_device_invalid_events_total', { reason: 'bad_frame' })).toBe(1);
     });
 
     it(`${MAX_INVALID_EVENTS} invalid events disconnect the device; its task goes to another device (no output yet)`, async () => {

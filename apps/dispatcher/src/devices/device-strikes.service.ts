@@ -11,7 +11,8 @@ const STRIKE_WINDOW_MS = 60_000;
 /**
  * A device's misdeeds: each invalid, foreign, unknown or over-budget event (and announce over its
  * rate) is a strike, counted in switchyard_device_invalid_events_total; DEVICE_MAX_INVALID_EVENTS of
- * them within a minute disconnect the device, and so does a single binary packet. A disconnected
+ * them within a minute disconnect the device, and so does a single binary packet or a single frame the
+ * WebSocket layer refuses (over DEVICE_MAX_EVENT_BYTES, or malformed: it closes the connection). A disconnected
  * device then cools off (CoolingOff): refused at the handshake on every dispatcher for a while that
  * grows with repeats, instead of reconnecting at once to start over.
  */
@@ -42,15 +43,15 @@ export class DeviceStrikes {
 
   /**
    * Disconnects the device at once (its task is handled as a device drop) and starts its cooling-off.
-   * `binary` is counted here, being no event of the protocol's at all.
+   * `binary` and `bad_frame` are counted here, being no event the protocol's decoder ever passed on.
    */
-  out(session: DeviceSession, why: 'invalid_events' | 'binary'): void {
+  out(session: DeviceSession, why: 'invalid_events' | 'binary' | 'bad_frame'): void {
     if (session.struckOut) {
       return;
     }
     session.struckOut = true;
-    if (why === 'binary') {
-      this.metrics.invalidEvents.inc({ reason: 'binary' });
+    if (why !== 'invalid_events') {
+      this.metrics.invalidEvents.inc({ reason: why });
     }
     this.logger.warn({ deviceId: session.id, why, events: session.invalidEvents }, 'invalid events: disconnected');
     session.socket.disconnect(true);

@@ -135,6 +135,13 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     });
     socket.on('disconnect', (reason) => {
       this.logger.info({ deviceId: session.id, reason }, 'device disconnected');
+      if (reason === 'transport error') {
+        // The WebSocket layer refused a frame the device sent (over DEVICE_MAX_EVENT_BYTES, ws's
+        // maxPayload, or malformed): the device's doing, not the network's (a lost connection is
+        // `transport close` or `ping timeout`). Cooled off like a binary packet, rather than let it
+        // reconnect at once and send it again.
+        this.strikes.out(session, 'bad_frame');
+      }
       this.onGone(session);
     });
   }

@@ -15,6 +15,7 @@ import {
   startDevice,
   startDispatcher,
   uniq,
+  waitOnline,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
@@ -85,6 +86,8 @@ describe('hostile device output', () => {
     const { token } = await createDevice();
     const device = await FakeDevice.connect(dispatcher.url, token, [flooded]);
     fakes.push(device);
+    // The announce's ack comes before its presence is published: a request sent in between finds none.
+    await waitOnline([flooded], token, { redisUrl: redis.url });
     return device;
   }
 

@@ -42,8 +42,11 @@ export class DeviceStrikes {
   }
 
   /**
-   * Disconnects the device at once (its task is handled as a device drop) and starts its cooling-off.
-   * `binary` and `bad_frame` are counted here, being no event the protocol's decoder ever passed on.
+   * Starts the device's cooling-off, then disconnects it (its task is handled as a device drop): in that
+   * order, so that no reconnect slips in before the cooling-off exists; meanwhile the gateway drops
+   * whatever the device sends (`struckOut`). A binary packet disconnects at once, before socket.io's
+   * decoder sees it. `binary` and `bad_frame` are counted here, being no event the protocol's decoder
+   * ever passed on.
    */
   out(session: DeviceSession, why: 'invalid_events' | 'binary' | 'bad_frame'): void {
     if (session.struckOut) {
@@ -54,11 +57,16 @@ export class DeviceStrikes {
       this.metrics.invalidEvents.inc({ reason: why });
     }
     this.logger.warn({ deviceId: session.id, why, events: session.invalidEvents }, 'invalid events: disconnected');
-    session.socket.disconnect(true);
-    this.coolingOff.begin(session.socket.data.tokenKey, session.id).then(
-      ({ ms, repeat }) => this.logger.warn({ deviceId: session.id, ms, repeat }, 'device cooling off'),
-      (err: unknown) =>
-        this.logger.error({ err: (err as Error).message, deviceId: session.id }, 'could not start a cooling-off'),
-    );
+    if (why === 'binary') {
+      session.socket.disconnect(true);
+    }
+    this.coolingOff
+      .begin(session.socket.data.tokenKey, session.id)
+      .then(
+        ({ ms, repeat }) => this.logger.warn({ deviceId: session.id, ms, repeat }, 'device cooling off'),
+        (err: unknown) =>
+          this.logger.error({ err: (err as Error).message, deviceId: session.id }, 'could not start a cooling-off'),
+      )
+      .finally(() => session.socket.disconnect(true));
   }
 }

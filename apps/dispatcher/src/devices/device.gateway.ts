@@ -127,6 +127,10 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     socket.use(([event, raw, ack]) => {
       const size = bytes;
       bytes = 0;
+      if (session.struckOut) {
+        // Disconnected as soon as its cooling-off is recorded: nothing it sends meanwhile counts.
+        return;
+      }
       if (!budget.take(size)) {
         this.refuse(session, event, raw, 'over_budget');
         return;

@@ -4,6 +4,8 @@ import pg from 'pg';
 import { migrate } from '../../apps/cli/src/migrations/migrator';
 import { projectPath } from '../../libs/common/src/paths/project-root';
 import { CLAIM_TTL_MS, DB_MARKER, OWNER_KEY, TEST_ENV, testDatabaseName } from './test-env';
+import type { TestRunState } from './test-env';
+import { stopTestStores, testStores } from './test-stores';
 
 /**
  * Prepares the places this run's medium and e2e tests use, and only those:
@@ -13,8 +15,10 @@ import { CLAIM_TTL_MS, DB_MARKER, OWNER_KEY, TEST_ENV, testDatabaseName } from '
  *   database by an earlier run: a database holding anything else is never touched;
  * - a Postgres database paired with it (`switchyard_test_<n>`), dropped, created and migrated.
  *
- * TEST_DATABASE_URL and TEST_REDIS_URL choose fixed places instead; the database's name must
- * contain "test", and the Redis database must be empty or marked. Runs in parallel (`npm test --
+ * The servers are those of DATABASE_URL and REDIS_URL (default: the local ones) when they answer,
+ * else servers of the run's own (see testStores). TEST_DATABASE_URL and TEST_REDIS_URL choose fixed
+ * places instead; the database's name must contain "test", and the Redis database must be empty or
+ * marked. Runs in parallel (`npm test --
  * relay` in two shells) each claim their own pair, so neither drops what the other uses.
  */
 export default async function globalSetup(): Promise<void> {
@@ -23,23 +27,30 @@ export default async function globalSetup(): Promise<void> {
     return;
   }
   const run = randomBytes(6).toString('hex');
-  const claimed = await claimRedis(run);
-  const databaseUrl = process.env.TEST_DATABASE_URL ?? defaultDatabaseUrl(claimed.index);
-  await resetDatabase(databaseUrl);
+  const stores = await testStores();
+  try {
+    const claimed = await claimRedis(run, stores.redis);
+    const databaseUrl = process.env.TEST_DATABASE_URL ?? `${stores.postgres}/${testDatabaseName(claimed.index)}`;
+    await resetDatabase(databaseUrl);
 
-  process.env[TEST_ENV.run] = run;
-  process.env[TEST_ENV.databaseUrl] = databaseUrl;
-  process.env[TEST_ENV.redisUrl] = claimed.url;
-  const heartbeat = setInterval(
-    () => void claimed.redis.set(OWNER_KEY, run, 'PX', CLAIM_TTL_MS).catch(() => undefined),
-    CLAIM_TTL_MS / 3,
-  );
-  heartbeat.unref();
-  (globalThis as { __switchyardTest?: unknown }).__switchyardTest = { redis: claimed.redis, heartbeat, run };
-}
-
-function defaultDatabaseUrl(index: number): string {
-  return `postgresql://postgres@127.0.0.1:5432/${testDatabaseName(index)}`;
+    process.env[TEST_ENV.run] = run;
+    process.env[TEST_ENV.databaseUrl] = databaseUrl;
+    process.env[TEST_ENV.redisUrl] = claimed.url;
+    const heartbeat = setInterval(
+      () => void claimed.redis.set(OWNER_KEY, run, 'PX', CLAIM_TTL_MS).catch(() => undefined),
+      CLAIM_TTL_MS / 3,
+    );
+    heartbeat.unref();
+    (globalThis as { __switchyardTest?: TestRunState }).__switchyardTest = {
+      redis: claimed.redis,
+      heartbeat,
+      run,
+      stores,
+    };
+  } catch (error) {
+    await stopTestStores(stores);
+    throw error;
+  }
 }
 
 /**
@@ -51,9 +62,9 @@ async function isTestDatabase(redis: Redis): Promise<boolean> {
   return size <= 1 || (await redis.exists(DB_MARKER)) === 1;
 }
 
-async function claimRedis(run: string): Promise<{ redis: Redis; url: string; index: number }> {
+async function claimRedis(run: string, server: string | null): Promise<{ redis: Redis; url: string; index: number }> {
   const fixed = process.env.TEST_REDIS_URL;
-  const candidates = fixed ? [fixed] : Array.from({ length: 15 }, (_, i) => `redis://127.0.0.1:6379/${i + 1}`);
+  const candidates = fixed ? [fixed] : Array.from({ length: 15 }, (_, i) => `${server}/${i + 1}`);
   const refused: string[] = [];
   for (const url of candidates) {
     const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });

@@ -3,7 +3,6 @@ import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client } from 'pg';
 import {
   AdminService,
   AppError,
@@ -12,21 +11,26 @@ import {
   createRedis,
   keys,
   DISPATCHER_SCRIPT,
+  givenInEnvironment,
   loadConfigOrExit,
   nodeFlagsFor,
   projectRoot,
   sha256Hex,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
+import { chooseService, startEmbeddedPostgres, startEmbeddedRedis } from './embedded/services';
+import type { ServiceChoice } from './embedded/services';
 import { migrate } from './migrations/migrator';
 
 /**
- * `npm run demo`: Switchyard end to end on this machine. Checks Postgres and Redis, migrates,
+ * `npm run demo`: Switchyard end to end on this machine. Checks Postgres and Redis (starting embedded
+ * ones for a URL that does not answer and was not given, or for both with --embedded), migrates,
  * creates (once) a demo organization, key, model and network device, starts the api, the dispatcher
  * and one simulated device, and prints a working curl command. Ctrl-C stops everything.
  */
 const ROOT = projectRoot();
-const DIST = join(ROOT, 'dist');
+/** The build this demo runs from (dist/, or a test run's): its children are run from the same one. */
+const DIST = join(__dirname, '..', '..', '..');
 const ORG = 'demo';
 const MODEL = 'switchyard/sim-1';
 const DEVICE = 'demo-sim-device';
@@ -40,36 +44,6 @@ interface DemoState {
 }
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
-
-async function checkPostgres(url: string): Promise<string | null> {
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new Client({ connectionString: admin.toString(), connectionTimeoutMillis: 3_000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return null;
-  } catch (error) {
-    return (error as Error).message || 'no answer';
-  } finally {
-    // Cleanup of a probe: its answer (or its error) is already the result.
-    await client.end().catch(() => undefined);
-  }
-}
-
-async function checkRedis(url: string): Promise<string | null> {
-  const redis = createRedis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    await redis.ping();
-    return null;
-  } catch (error) {
-    return (error as Error).message || 'no answer';
-  } finally {
-    redis.disconnect();
-  }
-}
 
 function readState(): Partial<DemoState> {
   try {
@@ -163,24 +137,78 @@ async function waitForDevice(config: AppConfig): Promise<void> {
   }
 }
 
-async function main(): Promise<void> {
-  const config = loadConfigOrExit();
-  const [pgProblem, redisProblem] = await Promise.all([
-    checkPostgres(config.DATABASE_URL),
-    checkRedis(config.REDIS_URL),
+/**
+ * Postgres and Redis for the demo: the servers at DATABASE_URL and REDIS_URL when they answer; an
+ * embedded one for a URL that does not answer and was not given, or for both with --embedded (or
+ * SWITCHYARD_EMBEDDED=1). A given URL that does not answer is an error: the user asked for it.
+ */
+async function stores(config: AppConfig): Promise<{ pg: ServiceChoice; redis: ServiceChoice }> {
+  const force = process.argv.includes('--embedded') || config.SWITCHYARD_EMBEDDED;
+  const [pg, redis] = await Promise.allSettled([
+    chooseService('Postgres', config.DATABASE_URL, {
+      explicit: givenInEnvironment('DATABASE_URL'),
+      force,
+      // Kept between runs (the demo's key stays valid), ignored by git.
+      start: () =>
+        startEmbeddedPostgres({
+          dataDir: join(config.SWITCHYARD_EMBEDDED_DIR ?? join(ROOT, '.switchyard', 'embedded'), 'postgres'),
+        }),
+    }),
+    chooseService('Redis', config.REDIS_URL, {
+      explicit: givenInEnvironment('REDIS_URL'),
+      force,
+      start: startEmbeddedRedis,
+    }),
   ]);
-  if (pgProblem || redisProblem) {
-    const missing = [
-      pgProblem ? `Postgres at ${config.DATABASE_URL}` : '',
-      redisProblem ? `Redis at ${config.REDIS_URL}` : '',
-    ]
-      .filter(Boolean)
-      .join(' and ');
-    process.stderr.write(
-      `${missing} not answering (${pgProblem ?? redisProblem}): start them with 'docker compose up -d postgres redis', or your local packages (e.g. 'pg_ctlcluster 15 main start' and 'redis-server --daemonize yes'), or set DATABASE_URL / REDIS_URL.\n`,
+  if (pg.status === 'rejected' || redis.status === 'rejected') {
+    // The one that did start goes with the demo.
+    await Promise.all(
+      [pg, redis].map((r) =>
+        r.status === 'fulfilled' && r.value.embedded ? r.value.embedded.stop() : Promise.resolve(),
+      ),
     );
-    process.exit(1);
+    const problem = [pg, redis]
+      .map((r) => (r.status === 'rejected' ? (r.reason as Error).message : ''))
+      .filter(Boolean);
+    throw new Error(
+      `${problem.join('; ')}: start it (docker compose up -d postgres redis, or your local packages), unset the variable to have the demo start one of its own, or run npm run demo -- --embedded`,
+    );
   }
+  for (const [what, choice] of [
+    ['Postgres', pg.value],
+    ['Redis', redis.value],
+  ] as const) {
+    if (choice.embedded) {
+      const why = choice.unreachable ? `nothing answered at the default URL (${choice.unreachable})` : 'as asked';
+      say(`${what}: ${why}; started an embedded one for this demo: ${choice.embedded.description}`);
+    }
+  }
+  return { pg: pg.value, redis: redis.value };
+}
+
+async function main(): Promise<void> {
+  const given = loadConfigOrExit();
+  const { pg, redis } = await stores(given).catch((error: unknown) => {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(1);
+  });
+  const embedded = [pg.embedded, redis.embedded].filter((e) => e !== null);
+  const stopEmbedded = () => Promise.all(embedded.map((e) => e.stop().catch(() => undefined)));
+  // The demo's database on an embedded server; the given URLs otherwise.
+  const config: AppConfig = {
+    ...given,
+    DATABASE_URL: pg.embedded ? `${pg.embedded.url}/switchyard` : given.DATABASE_URL,
+    REDIS_URL: redis.url,
+  };
+  try {
+    await run(config, stopEmbedded);
+  } catch (error) {
+    await stopEmbedded();
+    throw error;
+  }
+}
+
+async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Promise<void> {
   const result = await migrate(config.DATABASE_URL, join(ROOT, 'prisma/migrations'));
   say(`database ready (${result.applied.length} migration(s) applied now)`);
   const db = createPrismaClient(config.DATABASE_URL);
@@ -220,6 +248,8 @@ async function main(): Promise<void> {
           }),
       ),
     );
+    // The servers the children used go after them.
+    await stopEmbedded();
     say('stopped.');
     process.exit(code);
   };

@@ -39,6 +39,16 @@ export const configSchema = z
       .enum(['true', 'false', '1', '0'])
       .default('false')
       .transform((v) => v === 'true' || v === '1'),
+    /**
+     * The demo and the tests only: start an embedded Postgres and Redis even when DATABASE_URL and
+     * REDIS_URL answer (they are started anyway for a URL that does not answer and was not given).
+     */
+    SWITCHYARD_EMBEDDED: z
+      .enum(['true', 'false', '1', '0'])
+      .default('false')
+      .transform((v) => v === 'true' || v === '1'),
+    /** The demo only: where the embedded Postgres keeps its data (default .switchyard/embedded in the project). */
+    SWITCHYARD_EMBEDDED_DIR: z.string().min(1).optional(),
     /** Model used when a request names none; without it such a request gets 400 model_required. */
     DEFAULT_MODEL: z.string().min(1).optional(),
     /** How long a request may wait in its queue for a busy device before 503 queue_timeout. */
@@ -132,6 +142,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     return `invalid configuration: ${name}=${shown(name, env[name] ?? '')}: ${issue.message}`;
   });
   throw new ConfigError(lines.join('\n'));
+}
+
+/**
+ * Whether a variable was given (not left to its default): the demo starts an embedded server only for
+ * a URL the user did not give. An empty variable counts as unset, as in loadConfig.
+ */
+export function givenInEnvironment(name: keyof AppConfig, env: NodeJS.ProcessEnv = process.env): boolean {
+  return env[name] !== undefined && env[name] !== '';
 }
 
 /** Loads the configuration or, for a process entry point, prints the problem and exits 1. */

@@ -91,7 +91,11 @@ describe('limits (api)', () => {
     const running = chat(tenant, model);
     const a = await fake.nextAssignment();
     const queued = chat(tenant, model);
-    for (let i = 0; i < 100 && (await taskCount(tenant.org.id)) < 2; i++) {
+    // The second request must hold the queued slot before the third asks: wait until its task exists
+    // (its record is written behind, seconds late on a busy machine), however long that takes.
+    const deadline = Date.now() + 30_000;
+    while ((await taskCount(tenant.org.id)) < 2) {
+      expect(Date.now()).toBeLessThan(deadline);
       await sleep(20);
     }
     const refused = await chat(tenant, model);

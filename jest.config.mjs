@@ -6,7 +6,11 @@
 // The medium and e2e tiers share a global setup (test/jest/global-setup.ts) that claims a Postgres
 // database and a Redis database of this run's own, so that runs in parallel never meet.
 
-/** SWC as Nest needs it: legacy decorators with their metadata (constructor injection by type). */
+/**
+ * SWC as Nest needs it: legacy decorators with their metadata (constructor injection by type). It
+ * also resolves the @app/common alias itself (as test/jest/transpile.ts does), so that the global
+ * setup, which Jest loads without its module map, can load code that imports it.
+ */
 const swc = [
   '@swc/jest',
   {
@@ -15,6 +19,8 @@ const swc = [
       transform: { legacyDecorator: true, decoratorMetadata: true },
       target: 'es2022',
       keepClassNames: true,
+      baseUrl: import.meta.dirname,
+      paths: { '@app/common': ['libs/common/src'], '@app/common/*': ['libs/common/src/*'] },
     },
     module: { type: 'commonjs' },
     sourceMaps: 'inline',

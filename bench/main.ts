@@ -15,7 +15,7 @@ import { faninScenario } from './scenarios/fanin';
 import { fairnessScenario } from './scenarios/fairness';
 import { hostileScenario } from './scenarios/hostile';
 import { queuesScenario } from './scenarios/queues';
-import { relayScenario } from './scenarios/relay';
+import { relayScenario } from './scenarios/relay/scenario';
 import { streamsScenario } from './scenarios/streams';
 import { throughputScenario } from './scenarios/throughput';
 import { usageScenario } from './scenarios/usage';

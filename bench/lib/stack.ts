@@ -1,17 +1,19 @@
-import { spawn } from 'node:child_process';
 import type { ChildProcess, StdioOptions } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import {
   AdminService,
   DISPATCHER_SCRIPT,
+  ServiceProcess,
   createPrismaClient,
   createRedis,
+  freePort,
   keys,
   newDeviceToken,
-  nodeFlagsFor,
+  nodeCommand,
+  spawnNode,
+  waitForHttp,
 } from '@app/common';
 import type { PrismaClient } from '@app/common';
 
@@ -23,59 +25,21 @@ export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdefghijklm';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
+/** A port the kernel picks: the bench runs alone, so that any free port will do. */
+export { freePort };
 
-/** Output kept per process: enough for a failure report, bounded so that a chatty process cannot fill memory. */
+/** Output kept per stream of a process: enough for a failure report, bounded so that a chatty process cannot fill memory. */
 const KEEP_OUTPUT_CHARS = 64 * 1024;
 
 /** A child process of the bench, with the tail of its output. */
-export class Proc {
-  private out = '';
-  readonly exited: Promise<number | null>;
-
-  constructor(
-    readonly name: string,
-    readonly child: ChildProcess,
-  ) {
-    const keep = (d: Buffer) => {
-      this.out = (this.out + d.toString()).slice(-KEEP_OUTPUT_CHARS);
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  }
-
-  get pid(): number {
-    return this.child.pid ?? -1;
-  }
-
-  get output(): string {
-    return this.out;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+export class Proc extends ServiceProcess {
+  constructor(name: string, child: ChildProcess) {
+    super(child, { name, keepChars: KEEP_OUTPUT_CHARS });
   }
 
   /** Stops the process and waits for it: SIGTERM, then SIGKILL after the grace period. */
   async stop(graceMs = 10_000): Promise<void> {
-    if (!this.running) {
-      return;
-    }
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
+    await this.terminate('SIGTERM', graceMs);
   }
 }
 
@@ -102,9 +66,9 @@ export async function resetDatabase(target: BenchTarget): Promise<void> {
   }
   const migrate = new Proc(
     'migrate',
-    spawn(process.execPath, [join(DIST, 'apps/cli/src/migrate.js')], {
+    spawnNode('apps/cli/src/migrate.js', [], {
+      build: DIST,
       env: { PATH: process.env.PATH, DATABASE_URL: target.databaseUrl },
-      stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
   if ((await migrate.exited) !== 0) {
@@ -145,7 +109,8 @@ export interface ProfileOptions {
   name: string;
 }
 
-export function nodeArgs(script: string, args: string[], profile?: ProfileOptions, collectable = false): string[] {
+/** The bench's Node flags beyond a script's own: a full GC on a signal (collectable), the CPU profile. */
+function benchFlags(profile?: ProfileOptions, collectable = false): string[] {
   const flags: string[] = [];
   if (collectable) {
     flags.push('--expose-gc', '--require', join(DIST, 'bench/lib/gc-signal.js'));
@@ -163,7 +128,12 @@ export function nodeArgs(script: string, args: string[], profile?: ProfileOption
       join(DIST, 'bench/lib/clean-exit.js'),
     );
   }
-  return [...nodeFlagsFor(script), ...flags, join(DIST, script), ...args];
+  return flags;
+}
+
+/** Node's arguments for a script of the build, with its own flags and the bench's. */
+export function nodeArgs(script: string, args: string[], profile?: ProfileOptions, collectable = false): string[] {
+  return nodeCommand(script, args, { build: DIST, flags: benchFlags(profile, collectable) });
 }
 
 export function startNode(
@@ -173,11 +143,8 @@ export function startNode(
   env: NodeJS.ProcessEnv,
   opts: { profile?: ProfileOptions; stdio?: StdioOptions; collectable?: boolean } = {},
 ): Proc {
-  const child = spawn(process.execPath, nodeArgs(script, args, opts.profile, opts.collectable), {
-    env,
-    stdio: opts.stdio ?? ['ignore', 'pipe', 'pipe'],
-  });
-  return new Proc(name, child);
+  const flags = benchFlags(opts.profile, opts.collectable);
+  return new Proc(name, spawnNode(script, args, { build: DIST, env, stdio: opts.stdio, flags }));
 }
 
 export function baseEnv(target: BenchTarget, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -192,22 +159,7 @@ export function baseEnv(target: BenchTarget, extra: Record<string, string> = {})
 }
 
 export async function waitHttp(url: string, proc: Proc, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const res = await fetch(url);
-      await res.arrayBuffer();
-      if (res.ok) {
-        return;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (!proc.running || Date.now() > deadline) {
-      throw new Error(`${url} did not come up; output:\n${proc.output}`);
-    }
-    await sleep(50);
-  }
+  await waitForHttp(url, { timeoutMs, process: proc });
 }
 
 /**

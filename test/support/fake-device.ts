@@ -20,11 +20,12 @@ export class FakeDevice {
     server: string,
     token: string,
     models: string[],
-    opts: { features?: string[]; ack?: boolean } = {},
+    opts: { features?: string[]; ack?: boolean; protocol?: number } = {},
   ): Promise<FakeDevice> {
     const socket = io(`${server}/devices`, {
       transports: ['websocket'],
-      auth: { token, protocol: PROTOCOL_VERSION },
+      // Another version than the current one: an agent not yet upgraded, in a rolling upgrade.
+      auth: { token, protocol: opts.protocol ?? PROTOCOL_VERSION },
       reconnection: false,
       forceNew: true,
     });

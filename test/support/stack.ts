@@ -1,17 +1,18 @@
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import {
   AdminService,
   DISPATCHER_SCRIPT,
+  ServiceProcess,
+  canBind,
   createPrismaClient,
   createRedis,
   keys,
-  nodeFlagsFor,
   sha256Hex,
+  spawnNode,
+  waitForHttp,
 } from '@app/common';
 import type { PrismaClient } from '@app/common';
 import { runCli } from '../../apps/cli/src/cli';
@@ -33,74 +34,40 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
 export const uniq = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
 
 /**
- * Ports for the processes a test starts. Each Jest worker takes them from a range of its own below the
- * kernel's ephemeral range, and never the same one twice in a run: a port that another suite's process
- * just left (a dispatcher killed, to be restarted on its port) is never handed to a process of this
- * worker, and no worker's port is one the kernel hands out to a client.
+ * Ports for the processes a test starts, below the kernel's ephemeral range (so that none is one the
+ * kernel hands out to a client). Test runs at once each take a block of their own, chosen by the Redis
+ * database the run claimed (1-15: no two runs at once have the same), so that one run never starts a
+ * process on a port another run just picked; within a run, each Jest worker takes a quarter of the
+ * block, and a port is handed out again only after the worker's quarter was gone through.
  */
 const PORT_BASE = 20_000;
-const PORTS_PER_WORKER = 700;
+const PORTS_PER_RUN = 704;
+const WORKERS_PER_RUN = 4;
 let portCursor = 0;
 
-function canBind(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
 export async function freePort(): Promise<number> {
-  const worker = (Number(process.env.JEST_WORKER_ID ?? '1') - 1) % 16;
-  for (let tries = 0; tries < PORTS_PER_WORKER; tries++) {
-    const port = PORT_BASE + worker * PORTS_PER_WORKER + (portCursor++ % PORTS_PER_WORKER);
+  const run = Math.max(0, Number(REDIS_URL ? new URL(REDIS_URL).pathname.slice(1) || '1' : '1') - 1) % 15;
+  const worker = (Number(process.env.JEST_WORKER_ID ?? '1') - 1) % WORKERS_PER_RUN;
+  const size = PORTS_PER_RUN / WORKERS_PER_RUN;
+  const start = PORT_BASE + run * PORTS_PER_RUN + worker * size;
+  for (let tries = 0; tries < size; tries++) {
+    const port = start + (portCursor++ % size);
     if (await canBind(port)) {
       return port;
     }
   }
-  throw new Error(`no free port in this worker's range (${PORT_BASE + worker * PORTS_PER_WORKER}+)`);
+  throw new Error(`no free port in this worker's range (${start}-${start + size - 1})`);
 }
 
-/** A real child process of ours, with its output kept for assertions and for failure reports. */
-export class Proc {
-  stdout = '';
-  stderr = '';
-  readonly exited: Promise<number | null>;
-
-  constructor(readonly child: ChildProcess) {
-    child.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  }
-
-  get output(): string {
-    return this.stdout + this.stderr;
-  }
-
-  async waitFor(pattern: RegExp, timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!pattern.test(this.output)) {
-      if (Date.now() > deadline) {
-        throw new Error(`timed out waiting for ${String(pattern)}; output:\n${this.output}`);
-      }
-      if (this.child.exitCode !== null) {
-        throw new Error(`process exited (${this.child.exitCode}) before ${String(pattern)}; output:\n${this.output}`);
-      }
-      await sleep(25);
-    }
+/** A real child process of a test, with all its output kept for assertions and for failure reports. */
+export class Proc extends ServiceProcess {
+  constructor(child: ChildProcess) {
+    super(child);
   }
 
   /** Stops the process and waits for it (SIGKILL after a grace period). */
-  async stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 5_000): Promise<number | null> {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      this.child.kill(signal);
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-      const code = await this.exited;
-      clearTimeout(timer);
-      return code;
-    }
-    return this.child.exitCode;
+  stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 5_000): Promise<number | null> {
+    return this.terminate(signal, graceMs);
   }
 }
 
@@ -115,35 +82,21 @@ export function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
+/** Runs one of this run's transpiled entry points (`apps/api/src/main.js`) with its Node flags. */
 export function startNode(script: string, args: string[], env: NodeJS.ProcessEnv): Proc {
-  return new Proc(
-    spawn(process.execPath, [...nodeFlagsFor(script), join(DIST, script), ...args], {
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
-  );
+  return new Proc(spawnNode(script, args, { build: DIST, env }));
 }
 
 /** Generous: CI machines are shared and a cold start under load can take a while. */
 const START_TIMEOUT_MS = 60_000;
 
-async function waitHttp(url: string, proc: Proc, timeoutMs = START_TIMEOUT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
-      if (res.ok) {
-        return;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (proc.child.exitCode !== null || Date.now() > deadline) {
-      // Never leave a process behind: a test file with a live child never exits.
-      await proc.stop('SIGKILL');
-      throw new Error(`${url} did not come up; output:\n${proc.output}`);
-    }
-    await sleep(50);
+async function waitHttp(url: string, proc: Proc): Promise<void> {
+  try {
+    await waitForHttp(url, { timeoutMs: START_TIMEOUT_MS, process: proc });
+  } catch (error) {
+    // Never leave a process behind: a test file with a live child never exits.
+    await proc.stop('SIGKILL');
+    throw error;
   }
 }
 

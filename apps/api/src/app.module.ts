@@ -3,7 +3,7 @@ import type { DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ConfigModule, PrismaModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { AdminController } from './admin/admin.controller';
+import { AdminModule } from './admin/admin.module';
 import { AuthModule } from './auth/auth.module';
 import { DashboardController } from './dashboard/dashboard.controller';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
@@ -11,13 +11,10 @@ import { UsageController } from './usage/usage.controller';
 import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController, ChatCompletionsHandler } from './completions/chat-completions.controller';
-import { OpenGpuController } from './completions/opengpu.controller';
-import { HealthController } from './health/health.controller';
-import { MetricsController } from './health/metrics.controller';
-import { InfraModule } from './infra/infra.module';
+import { OpenGpuController } from './opengpu/opengpu.controller';
+import { apiCore } from './infra/api-core';
 import { IntakeModule } from './intake/intake.module';
 import { FlightModule } from './flight/flight.module';
-import { MetricsModule } from './metrics/metrics.module';
 import { ModelsModule } from './models/models.module';
 import { OllamaChatHandler } from './ollama/ollama-chat.handler';
 import { OllamaController } from './ollama/ollama.controller';
@@ -36,23 +33,20 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         PrismaModule,
-        InfraModule.forRoot(logger),
-        MetricsModule,
+        apiCore(logger),
         AuthModule,
         ModelsModule,
         FlightModule,
         IntakeModule,
         QueueModule,
+        AdminModule,
       ],
       controllers: [
-        HealthController,
-        MetricsController,
         ChatCompletionsController,
         OllamaController,
         OpenGpuController,
         TasksController,
         UsageController,
-        AdminController,
         DashboardController,
         OpenApiController,
       ],

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,11 +9,13 @@ import {
   createRedis,
   keys,
   DISPATCHER_SCRIPT,
+  ServiceProcess,
   givenInEnvironment,
   loadConfigOrExit,
-  nodeFlagsFor,
   projectRoot,
   sha256Hex,
+  spawnNode,
+  waitForHttp,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
 import { chooseService, startEmbeddedPostgres, startEmbeddedRedis } from './embedded/services';
@@ -87,38 +87,17 @@ async function provision(db: PrismaClient): Promise<DemoState> {
   return state;
 }
 
-function start(name: string, script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const argv = [...nodeFlagsFor(script), join(DIST, script), ...args];
-  const child = spawn(process.execPath, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const pipe = (stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream) => {
-    let rest = '';
-    stream?.on('data', (chunk: Buffer) => {
-      const lines = (rest + chunk.toString()).split('\n');
-      rest = lines.pop() ?? '';
-      out.write(lines.map((line) => `[${name}] ${line}\n`).join(''));
-    });
-  };
-  pipe(child.stdout, process.stdout);
-  pipe(child.stderr, process.stderr);
-  return child;
-}
+/** How long the api and the dispatcher may take to answer /healthz. */
+const START_TIMEOUT_MS = 20_000;
+/** How long a child may take to stop on SIGTERM before it is killed. */
+const STOP_GRACE_MS = 8_000;
 
-async function waitHealthy(url: string, child: ChildProcess, name: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
-      throw new Error(`${name} exited with code ${child.exitCode}`);
-    }
-    try {
-      if ((await fetch(url)).ok) {
-        return;
-      }
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${name} did not become healthy at ${url}`);
+/**
+ * Starts one of the build's entry points. Its output goes to the terminal, each line prefixed with its
+ * name, and is not kept besides (the demo may run for days).
+ */
+function start(name: string, script: string, args: string[], env: NodeJS.ProcessEnv): ServiceProcess {
+  return new ServiceProcess(spawnNode(script, args, { build: DIST, env }), { name, echo: true, keepChars: 0 });
 }
 
 async function waitForDevice(config: AppConfig): Promise<void> {
@@ -223,7 +202,7 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     ADMIN_TOKEN: state.adminToken,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   };
-  const children: ChildProcess[] = [];
+  const children: ServiceProcess[] = [];
   let stopping = false;
   const stop = async (code: number) => {
     if (stopping) {
@@ -231,23 +210,7 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     }
     stopping = true;
     say('\nstopping…');
-    await Promise.all(
-      children.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) {
-              resolve();
-              return;
-            }
-            const timer = setTimeout(() => child.kill('SIGKILL'), 8_000);
-            child.once('exit', () => {
-              clearTimeout(timer);
-              resolve();
-            });
-            child.kill('SIGTERM');
-          }),
-      ),
-    );
+    await Promise.all(children.map((child) => child.terminate('SIGTERM', STOP_GRACE_MS)));
     // The servers the children used go after them.
     await stopEmbedded();
     say('stopped.');
@@ -264,8 +227,8 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     const dispatcher = start('dispatcher', DISPATCHER_SCRIPT, [], env);
     children.push(api, dispatcher);
     await Promise.all([
-      waitHealthy(`${apiUrl}/healthz`, api, 'api'),
-      waitHealthy(`${dispatcherUrl}/healthz`, dispatcher, 'dispatcher'),
+      waitForHttp(`${apiUrl}/healthz`, { timeoutMs: START_TIMEOUT_MS, process: api }),
+      waitForHttp(`${dispatcherUrl}/healthz`, { timeoutMs: START_TIMEOUT_MS, process: dispatcher }),
     ]);
     const device = start(
       'device',
@@ -289,7 +252,7 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     children.push(device);
     await waitForDevice(config);
     for (const child of children) {
-      child.once('exit', (code) => {
+      void child.exited.then((code) => {
         if (!stopping) {
           process.stderr.write(`a demo process exited unexpectedly (code ${code}); stopping the demo\n`);
           void stop(1);

@@ -4,6 +4,7 @@ import type {
   AnnouncePayload,
   AssignAck,
   AssignPayload,
+  CancelPayload,
   DeviceToServerEvents,
 } from '@app/common/protocol/device-protocol';
 import { HANDSHAKE_ERRORS } from '@app/common/protocol/device-protocol';
@@ -12,8 +13,9 @@ import { isCancellation } from './backends/backend';
 import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
-import type { Outcome, RunningTask, TaskEnding } from './task/running-task';
-import { errorCode, errorMessage, recordDelta, runningTask, stopBackend, taskLogLine } from './task/running-task';
+import { errorCode, errorMessage } from './task/backend-errors';
+import { RunningTask } from './task/running-task';
+import type { Outcome, TaskEnding } from './task/running-task';
 import { AGENT_VERSION } from './version';
 
 export type { AgentConfig } from './agent-config';
@@ -177,11 +179,8 @@ export class DeviceAgent {
     }
   }
 
+  /** A valid assignment (the link checked it against the catalog). */
   private onAssign(payload: AssignPayload, ack: (answer: AssignAck) => void): void {
-    if (typeof ack !== 'function') {
-      this.log.warn('task:assign without an acknowledgement callback; ignored');
-      return;
-    }
     const refusal = refusalOf(payload, {
       running: this.phase === 'running',
       currentTask: this.current?.address ?? null,
@@ -189,17 +188,13 @@ export class DeviceAgent {
     });
     if (refusal) {
       this.log.warn(
-        {
-          task_address: (payload as Partial<AssignPayload> | null)?.task_address,
-          reason: refusal.reason,
-          ...refusal.detail,
-        },
+        { task_address: payload.task_address, reason: refusal.reason, ...refusal.detail },
         'assignment refused',
       );
       ack({ accepted: false, reason: refusal.reason });
       return;
     }
-    const task = runningTask(payload, this.link.connection, this.config.logContent);
+    const task = new RunningTask(payload, this.link.connection, this.config.logContent);
     this.current = task;
     void this.runTask(task, payload.params);
     // The runtime's request first (Node writes it on the next tick, on its pooled connection), the ack
@@ -207,11 +202,11 @@ export class DeviceAgent {
     process.nextTick(ack, { accepted: true });
   }
 
-  private onCancel(payload: { task_address?: unknown } | null): void {
+  private onCancel(payload: CancelPayload): void {
     const task = this.current;
-    if (!task || payload?.task_address !== task.address) {
+    if (!task || payload.task_address !== task.address) {
       // Usually a cancel that crossed the task's last event on the wire.
-      this.log.debug({ task_address: payload?.task_address }, 'cancel for a task not running; ignored');
+      this.log.debug({ task_address: payload.task_address }, 'cancel for a task not running; ignored');
       return;
     }
     // Free at once: the backend's late rejection is ignored, and nothing more is sent for this task.
@@ -221,8 +216,8 @@ export class DeviceAgent {
   private async runTask(task: RunningTask, params: ChatParams): Promise<void> {
     const sink = { delta: (choices: ChoiceDelta[]) => this.onDelta(task, choices) };
     try {
-      const result = await this.config.backend.run({ model: task.model, params }, sink, task.controller.signal);
-      task.settled = true;
+      const result = await this.config.backend.run({ model: task.model, params }, sink, task.signal);
+      task.settle();
       if (this.current !== task) {
         return;
       }
@@ -237,7 +232,7 @@ export class DeviceAgent {
       });
       this.endTask(task, 'completed', { finish_reasons: result.finish_reasons, usage: result.usage });
     } catch (error) {
-      task.settled = true;
+      task.settle();
       if (this.current !== task) {
         // Cancelled, disconnected or shut down: already logged, and nothing more may be sent.
         return;
@@ -249,17 +244,17 @@ export class DeviceAgent {
   }
 
   private onDelta(task: RunningTask, choices: ChoiceDelta[]): void {
-    if (this.current !== task || task.controller.signal.aborted || choices.length === 0) {
+    if (this.current !== task || task.signal.aborted || choices.length === 0) {
       return;
     }
-    recordDelta(task, choices);
+    task.recordDelta(choices);
     this.send(task, 'task:delta', { task_address: task.address, seq: task.seq, choices });
   }
 
   /** A task's event goes out only while it is the current task, on the connection it came on; each takes a sequence number. */
   private send<E extends TaskEvent>(task: RunningTask, event: E, payload: Parameters<DeviceToServerEvents[E]>[0]) {
     if (this.current === task && this.link.send(task.connection, event, payload)) {
-      task.seq++;
+      task.sent();
     }
   }
 
@@ -269,8 +264,8 @@ export class DeviceAgent {
       return;
     }
     this.current = null;
-    stopBackend(task);
-    this.log.info(taskLogLine(task, outcome, extra), 'task finished');
+    task.stopBackend();
+    this.log.info(task.logLine(outcome, extra), 'task finished');
     if (this.phase === 'draining') {
       this.stop(0);
     }

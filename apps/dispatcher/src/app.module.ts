@@ -4,15 +4,15 @@ import { ConfigModule, PgModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { DevicesModule } from './devices/devices.module';
 import { DispatchModule } from './dispatch/dispatch.module';
+import { dispatcherCore } from './infra/dispatcher-core';
 import { InfraModule } from './infra/infra.module';
-import { InstancesModule } from './instances/instances.module';
 import { QueuesModule } from './queues/queues.module';
 import { RelayModule } from './relay/relay.module';
 import { TasksModule } from './tasks/tasks.module';
 
 /**
  * The dispatcher: one module per responsibility, dependencies one way (docs/architecture.md):
- * dispatch → devices, queues, relay, tasks → instances, infra.
+ * dispatch → devices, queues, relay; tasks → queues; all of them → infra and the core (libs/common).
  */
 @Module({})
 export class DispatcherModule {
@@ -22,8 +22,8 @@ export class DispatcherModule {
       imports: [
         ConfigModule.forRoot(config),
         PgModule,
-        InfraModule.forRoot(logger),
-        InstancesModule,
+        dispatcherCore(logger),
+        InfraModule,
         TasksModule,
         QueuesModule,
         RelayModule,

@@ -9,6 +9,8 @@ import type { ChatParams } from '@app/common/protocol/chat';
 import type { Feature } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type {
+  AnnounceAck,
+  AnnouncePayload,
   AssignAck,
   AssignPayload,
   DeviceToServerEvents,
@@ -53,7 +55,22 @@ afterEach(async () => {
   }
 });
 
-async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN, custom?: Backend) {
+/** The stand-in dispatcher's answer to an announce: by default, every model accepted. */
+type AnnounceAnswer = (payload: AnnouncePayload) => unknown;
+const acceptAll: AnnounceAnswer = (payload) => ({
+  ok: true,
+  device_id: 'dev-1',
+  pool: 'network',
+  models: payload.models,
+  refused: [],
+});
+
+async function harness(
+  sim: Partial<SimOptions> = {},
+  token = GOOD_TOKEN,
+  custom?: Backend,
+  announceAnswer: AnnounceAnswer = acceptAll,
+) {
   const http = createServer();
   const io = new Server<DeviceToServerEvents, ServerToDeviceEvents>(http, { transports: ['websocket'] });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -70,7 +87,7 @@ async function harness(sim: Partial<SimOptions> = {}, token = GOOD_TOKEN, custom
     sockets.push(socket);
     socket.on('announce', (payload, ack) => {
       received.push({ socketId: socket.id, event: 'announce', payload: { ...payload } });
-      ack({ ok: true, device_id: 'dev-1', pool: 'network', models: payload.models, refused: [] });
+      ack(announceAnswer(payload) as AnnounceAck);
     });
     for (const event of ['task:delta', 'task:done', 'task:error'] as const) {
       socket.on(event, (payload: object) => received.push({ socketId: socket.id, event, payload: { ...payload } }));
@@ -225,6 +242,38 @@ void describe('DeviceAgent', () => {
     await until(() => h.eventsOf(second.address).some((r) => r.event === 'task:done'), 'second task:done');
     assert.equal(h.eventsOf(first.address).length, countAtAck);
     assert.ok(h.eventsOf(first.address).every((r) => r.event === 'task:delta'));
+  });
+
+  void it('drops what it cannot read from the dispatcher, logs it, and keeps serving', async () => {
+    const h = await harness({ tokensPerSecond: 50, tokens: 1000 });
+    await until(() => h.sockets.length === 1, 'connection');
+    const task = await h.assign({ max_tokens: 2000 });
+    await until(() => h.eventsOf(task.address).length >= 1, 'first delta');
+    const emit = h.current().emit.bind(h.current()) as (event: string, ...args: unknown[]) => boolean;
+    // Cancels it cannot read do not stop its task; an event the protocol does not have changes nothing.
+    emit('task:cancel', { task_address: 'not an address' });
+    emit('task:cancel', null);
+    emit('no:such:event', { task_address: task.address });
+    // An assignment without an acknowledgement is not taken, however valid.
+    const params = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 };
+    emit('task:assign', { task_address: `network:${randomUUID()}`, model: 'sim-model', attempt: 1, params });
+    // socket.io keeps order: this answer comes after the agent handled everything above.
+    expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'busy' });
+    const sent = h.eventsOf(task.address).length;
+    await until(() => h.eventsOf(task.address).length > sent, 'more output of the running task');
+    h.current().emit('task:cancel', { task_address: task.address });
+    expect((await h.assign({ max_tokens: 2 })).ack).toEqual({ accepted: true });
+    assert.equal(h.sockets.length, 1);
+  });
+
+  void it('does not trust an announce acknowledgement it cannot read', async () => {
+    // `ok: true` without the models: read blindly, `refused.length` would throw in the agent.
+    const h = await harness({}, GOOD_TOKEN, undefined, () => ({ ok: true, device_id: 'dev-1' }));
+    await until(() => h.received.some((r) => r.event === 'announce'), 'announce');
+    const { address, ack } = await h.assign();
+    expect(ack).toEqual({ accepted: true });
+    await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
+    assert.equal(h.sockets.length, 1);
   });
 
   for (const how of ['transport close', 'server disconnect'] as const) {

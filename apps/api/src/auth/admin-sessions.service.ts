@@ -2,9 +2,8 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, AppError } from '@app/common';
+import { APP_CONFIG, AppError, REDIS } from '@app/common';
 import type { AppConfig } from '@app/common';
-import { REDIS } from '../infra/redis.module';
 
 /** The dashboard's session cookie. `__Host-` would forbid it on plain HTTP, which a loopback admin listener is. */
 export const SESSION_COOKIE = 'sy_admin_session';

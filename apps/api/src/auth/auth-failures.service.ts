@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, AppError, FailureLimit } from '@app/common';
+import { APP_CONFIG, AppError, FailureLimit, REDIS } from '@app/common';
 import type { AppConfig } from '@app/common';
-import { REDIS } from '../infra/redis.module';
 import { MetricsService } from '../metrics/metrics.service';
 
 export type CredentialKind = 'api_key' | 'admin';

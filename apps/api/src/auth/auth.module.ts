@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { MetricsModule } from '../metrics/metrics.module';
 import { KeyUsageService } from '../keys/key-usage.service';
 import { AdminSessions } from './admin-sessions.service';
 import { ApiKeyService } from './api-key.service';
@@ -9,7 +8,6 @@ import { AuthGuard } from './auth.guard';
 
 /** Credentials: API keys, the admin token, failed attempts; the global guard. See auth.hook.ts. */
 @Module({
-  imports: [MetricsModule],
   providers: [AdminSessions, ApiKeyService, KeyUsageService, AuthFailures, { provide: APP_GUARD, useClass: AuthGuard }],
   exports: [AdminSessions, ApiKeyService, AuthFailures],
 })

@@ -2,8 +2,9 @@ import { SetMetadata } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
-import { appRoutes } from '../auth/route-access';
-import type { RouteKey } from '../auth/route-access';
+import { ModulesContainer } from '@nestjs/core';
+import { appRoutes } from './app-routes';
+import type { RouteKey } from './app-routes';
 
 const BODY_LIMIT_KEY = 'switchyard:bodyLimit';
 
@@ -24,7 +25,7 @@ export interface BodyPolicy {
 /** The body policy of every route of the app, read once at boot from the controllers' metadata. */
 export function routeBodies(app: INestApplication, defaultLimit: number): Map<RouteKey, BodyPolicy> {
   const map = new Map<RouteKey, BodyPolicy>();
-  for (const { key, controller, name, handler } of appRoutes(app)) {
+  for (const { key, controller, name, handler } of appRoutes(app.get(ModulesContainer))) {
     const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, name) ?? {}) as Record<string, unknown>;
     const takesBody = Object.keys(args).some((arg) =>
       [RouteParamtypes.BODY, RouteParamtypes.RAW_BODY].includes(Number(arg.split(':')[0])),

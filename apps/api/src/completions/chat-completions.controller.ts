@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Injectable, Post, Res } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Injectable, Post, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { APP_CONFIG } from '@app/common';
 import type { AppConfig } from '@app/common';
@@ -6,9 +6,12 @@ import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { setIgnoredParams } from '../common/ignored-params';
 import { IntakeService } from '../intake/intake.service';
+import { ApiRoute } from '../openapi/api-route.decorator';
 import { JobQueue } from '../queue/job-queue.service';
 import { follow, respond } from '../responder/responder';
 import { OpenAIFormat, completionId } from './chat-completion.renderer';
+import { CHAT_COMPLETION_MEDIA, chatCompletion } from './chat-completion.responses';
+import { chatCompletionSchema } from './chat-completion.schema';
 import { ignoredParams, parseChatCompletion } from './create-chat-completion.dto';
 import type { ParseOptions } from './create-chat-completion.dto';
 
@@ -58,6 +61,20 @@ export class ChatCompletionsController {
   constructor(private readonly handler: ChatCompletionsHandler) {}
 
   @Post('completions')
+  // 200, not POST's 201: what the responder writes, and so what the document shows.
+  @HttpCode(200)
+  @ApiRoute({
+    summary: 'Create a chat completion (OpenAI-compatible)',
+    tag: 'Chat',
+    body: { schema: chatCompletionSchema, required: true },
+    ok: {
+      description:
+        'The completion; with `stream: true`, Server-Sent Events of ChatCompletionChunk ending in `data: [DONE]`',
+      json: chatCompletion,
+      other: CHAT_COMPLETION_MEDIA,
+    },
+    errors: [400, 404, 413, 502, 504],
+  })
   create(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
     return this.handler.handle(caller, body, reply);
   }

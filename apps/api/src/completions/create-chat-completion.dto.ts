@@ -1,15 +1,12 @@
 import { AppError } from '@app/common';
 import type { ChatMessage, ChatParams, ToolDefinition } from '@app/common';
+import { DEFAULT_MAX_TOKENS } from '../common/chat-defaults';
 import { paramPath } from '../common/validation';
 import { REJECTED, dropNulls, ignoredParams } from './chat-completion.fields';
 import { chatCompletionSchema } from './chat-completion.schema';
 import type { ChatCompletionBody, FunctionDef, MessageBody } from './chat-completion.schema';
 
-export { chatCompletionSchema } from './chat-completion.schema';
-export type { ChatCompletionBody } from './chat-completion.schema';
 export { ignoredParams } from './chat-completion.fields';
-
-export const DEFAULT_MAX_TOKENS = 512;
 
 export interface ChatCompletionRequest {
   /** The model as the client named it (echoed in responses). */

@@ -3,7 +3,6 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { APP_CONFIG, AppError } from '@app/common';
 import type { AppConfig } from '@app/common';
 import { Public } from '../auth/access.decorator';
@@ -11,8 +10,8 @@ import { AdminSessions } from '../auth/admin-sessions.service';
 import { AuthFailures } from '../auth/auth-failures.service';
 import { BodyLimit } from '../common/route-body';
 import { parseInput } from '../common/validation';
-
-export const signInBody = z.strictObject({ token: z.string().max(1024).describe('The server’s ADMIN_TOKEN') });
+import { ApiRoute } from '../openapi/api-route.decorator';
+import { dashboardSession, signInBody } from './dashboard.schemas';
 
 /**
  * The sign-in's own body limit: `{"token": "…"}` with the longest token the schema takes (1024
@@ -77,11 +76,23 @@ export class DashboardController {
   }
 
   @Get()
+  @ApiRoute({
+    summary: 'The operators’ dashboard (a web page)',
+    tag: 'Dashboard',
+    ok: { description: 'The page', other: { 'text/html': 'The dashboard' } },
+  })
   page(@Res() reply: FastifyReply) {
     this.send(reply, 'index.html', this.assets.get('index.html') ?? Buffer.from(NOT_BUILT));
   }
 
   @Get('assets/:file')
+  @ApiRoute({
+    summary: 'A script or stylesheet of the dashboard',
+    tag: 'Dashboard',
+    params: { file: 'The asset’s file name' },
+    ok: { description: 'The asset', other: { 'text/javascript': 'A script', 'text/css': 'A stylesheet' } },
+    errors: [404],
+  })
   asset(@Param('file') file: string, @Res() reply: FastifyReply) {
     const body = file === 'index.html' ? undefined : this.assets.get(file);
     if (!body) {
@@ -94,6 +105,14 @@ export class DashboardController {
   @Post('session')
   @HttpCode(204)
   @BodyLimit(SIGN_IN_BODY_LIMIT_BYTES)
+  @ApiRoute({
+    summary: 'Sign in to the dashboard: the admin token for a session cookie',
+    tag: 'Dashboard',
+    body: { schema: signInBody, required: true },
+    ok: { description: 'Signed in: Set-Cookie sy_admin_session (HttpOnly, SameSite=Strict, 12 h)' },
+    // 413: a body over the sign-in's own limit (SIGN_IN_BODY_LIMIT_BYTES).
+    errors: [400, 401, 413, 429],
+  })
   async signIn(@Body() body: unknown, @Req() request: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     // An address over the failed-auth limit is refused before its token is compared, as on the admin API.
     const blocked = this.failures.blocked('admin', request.ip);
@@ -113,6 +132,11 @@ export class DashboardController {
 
   /** Whether the browser's cookie is a live session (the page asks before showing the sign-in form). */
   @Get('session')
+  @ApiRoute({
+    summary: 'Whether the browser is signed in to the dashboard',
+    tag: 'Dashboard',
+    ok: { description: 'The session state', json: dashboardSession },
+  })
   async session(@Req() request: FastifyRequest) {
     return { signed_in: await this.sessions.valid(request) };
   }
@@ -120,6 +144,11 @@ export class DashboardController {
   /** Signs out: the session ends on every api instance. */
   @Delete('session')
   @HttpCode(204)
+  @ApiRoute({
+    summary: 'Sign out of the dashboard',
+    tag: 'Dashboard',
+    ok: { description: 'Signed out: the session ends on every api instance' },
+  })
   async signOut(@Req() request: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     await this.sessions.close(request, reply);
   }

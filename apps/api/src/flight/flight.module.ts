@@ -1,12 +1,11 @@
 import { Module } from '@nestjs/common';
-import { MetricsModule } from '../metrics/metrics.module';
 import { QueueModule } from '../queue/queue.module';
 import { FlightsService } from './flights.service';
 import { TaskStreamReader } from './task-stream.reader';
 
 /** Flights: each request's task followed through its states, from its stream, with its timers. */
 @Module({
-  imports: [QueueModule, MetricsModule],
+  imports: [QueueModule],
   providers: [TaskStreamReader, FlightsService],
   exports: [FlightsService],
 })

@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TaskRepository, keys } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, keys, REDIS } from '@app/common';
 import type { AppConfig, EndGuard, Ending, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.module';
 import { JobQueue } from '../queue/job-queue.service';
 import type { Slot } from '../limits/limits.service';
 import { MetricsService } from '../metrics/metrics.service';

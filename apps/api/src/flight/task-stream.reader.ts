@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { LOGGER, decodeStreamEntry, keys } from '@app/common';
+import { LOGGER, decodeStreamEntry, keys, REDIS, STREAMS_REDIS } from '@app/common';
 import type { Logger, StreamEntry } from '@app/common';
-import { REDIS, STREAMS_REDIS } from '../infra/redis.module';
 
 type Listener = (entry: StreamEntry) => void;
 

@@ -1,11 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { APP_CONFIG, AppError, LOGGER, lineName, queueName, requirements, taskAddress } from '@app/common';
+import {
+  APP_CONFIG,
+  AppError,
+  LOGGER,
+  lineName,
+  queueName,
+  requirements,
+  taskAddress,
+  InstanceService,
+} from '@app/common';
 import type { AppConfig, ChatParams, Logger } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import type { Flight } from '../flight/flight';
 import { FlightsService } from '../flight/flights.service';
-import { InstanceService } from '../infra/instance.service';
 import { LimitsService } from '../limits/limits.service';
 import type { RateHeaders } from '../limits/limits.service';
 import { ModelsService } from '../models/models.service';

@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { AppError, LOGGER, NETWORK_POOL, decodePresenceMember, keys } from '@app/common';
+import { AppError, LOGGER, NETWORK_POOL, decodePresenceMember, keys, REDIS, SUB_REDIS } from '@app/common';
 import type { Feature, Logger, Requirement } from '@app/common';
-import { REDIS, SUB_REDIS } from '../infra/redis.module';
 
 /**
  * What this instance remembers of a (pool, model)'s presence. Dispatchers announce every change on a

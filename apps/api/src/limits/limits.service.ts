@@ -1,10 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { APP_CONFIG, AppError } from '@app/common';
+import { APP_CONFIG, AppError, REDIS } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { LOGGER } from '@app/common';
-import { REDIS } from '../infra/redis.module';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** An org's limits as the auth context carries them; null means unlimited. */

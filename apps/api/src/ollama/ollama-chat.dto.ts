@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError } from '@app/common';
 import type { ChatMessage, ChatParams, ResponseFormat } from '@app/common';
-import { DEFAULT_MAX_TOKENS } from '../completions/create-chat-completion.dto';
+import { DEFAULT_MAX_TOKENS } from '../common/chat-defaults';
 import { paramPath } from '../common/validation';
 
 /**

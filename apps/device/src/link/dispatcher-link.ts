@@ -3,15 +3,30 @@ import { io } from 'socket.io-client';
 import type { ManagerOptions, Socket, SocketOptions } from 'socket.io-client';
 import type { Logger } from '@app/common/logging/logger';
 import type {
+  AckedEvent,
   AnnounceAck,
   AnnouncePayload,
   AssignAck,
   AssignPayload,
+  CancelPayload,
   DeviceHandshakeAuth,
+  DeviceToServerCatalog,
+  DeviceToServerEvent,
   DeviceToServerEvents,
+  MessageReceiver,
+  ServerToDeviceCatalog,
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
-import { DEVICE_NAMESPACE, HANDSHAKE_ERRORS, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
+import {
+  DEVICE_NAMESPACE,
+  DEVICE_TO_SERVER,
+  HANDSHAKE_ERRORS,
+  PROTOCOL_VERSION,
+  SERVER_TO_DEVICE,
+  inboundOf,
+  receiveMessage,
+  schemaProblem,
+} from '@app/common/protocol/device-protocol';
 import { AnnouncePacer } from './announce-pacer';
 import { backoffDelay, failoverDelay } from './backoff';
 import { handshakeWait } from './handshake-wait';
@@ -24,7 +39,11 @@ import { handshakeWait } from './handshake-wait';
 const STABLE_CONNECTION_MS = 30_000;
 
 type DeviceSocket = Socket<ServerToDeviceEvents, DeviceToServerEvents>;
-export type TaskEvent = 'task:delta' | 'task:done' | 'task:error';
+/** What the agent sends without waiting for an answer: a task's events. */
+export type TaskEvent = Exclude<DeviceToServerEvent, AckedEvent<DeviceToServerCatalog>>;
+
+/** The agent speaks the current version only: what the dispatcher sends is read with the catalog as it is. */
+const FROM_DISPATCHER = inboundOf(SERVER_TO_DEVICE);
 
 /** What the link reports to the agent. */
 export interface LinkHandlers {
@@ -34,7 +53,7 @@ export interface LinkHandlers {
   /** The dispatcher refused this agent for good (a refused token, another protocol version). */
   refused(why: 'token' | 'protocol'): void;
   assign(payload: AssignPayload, ack: (answer: AssignAck) => void): void;
-  cancel(payload: { task_address?: unknown } | null): void;
+  cancel(payload: CancelPayload): void;
 }
 
 export interface LinkConfig {
@@ -65,6 +84,28 @@ export class DispatcherLink {
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private pacer: AnnouncePacer<AnnouncePayload, AnnounceAck> | null = null;
+
+  /**
+   * What the agent does with each event the dispatcher may send, once it passed its schema: every event
+   * of the catalog, or this does not compile. The context is the connection the event came on.
+   */
+  private readonly receiver: MessageReceiver<ServerToDeviceCatalog, DeviceSocket> = {
+    handlers: {
+      'task:assign': (_socket, payload, reply) => {
+        if (!reply) {
+          this.config.logger.warn(
+            { task_address: payload.task_address },
+            'task:assign without an acknowledgement; ignored',
+          );
+          return;
+        }
+        this.on.assign(payload, reply);
+      },
+      'task:cancel': (_socket, payload) => this.on.cancel(payload),
+    },
+    // Answered at once, so that the dispatcher gives the task to another device without waiting for a timeout.
+    refusals: { 'task:assign': { accepted: false, reason: 'invalid_assignment' } },
+  };
 
   constructor(
     private readonly config: LinkConfig,
@@ -131,11 +172,22 @@ export class DispatcherLink {
       return;
     }
     const log = this.config.logger;
-    socket.timeout(timeoutMs).emit('announce', payload, (error, answer) => {
-      settled(error ? null : answer);
+    socket.timeout(timeoutMs).emit('announce', payload, (error, raw: unknown) => {
       if (error) {
+        settled(null);
         log.warn({ available: payload.available }, 'announce not acknowledged');
-      } else if (answer.ok) {
+        return;
+      }
+      // The dispatcher's answer is checked like anything it sends: one the agent cannot read counts as none.
+      const parsed = DEVICE_TO_SERVER.announce.ack.safeParse(raw);
+      if (!parsed.success) {
+        settled(null);
+        log.warn({ problem: schemaProblem(parsed.error) }, 'invalid announce acknowledgement from dispatcher; dropped');
+        return;
+      }
+      const answer = parsed.data;
+      settled(answer);
+      if (answer.ok) {
         const { device_id, pool, models } = answer;
         log.info({ device_id, pool, models, available: payload.available }, 'announced to dispatcher');
         if (answer.refused.length > 0) {
@@ -193,8 +245,24 @@ export class DispatcherLink {
     });
     socket.on('connect_error', (error) => this.onConnectError(socket, error));
     socket.on('disconnect', (reason) => this.onDisconnect(socket, reason));
-    socket.on('task:assign', (payload, ack) => this.on.assign(payload, ack));
-    socket.on('task:cancel', (payload) => this.on.cancel(payload));
+    // One entry for every event the dispatcher sends (connect, disconnect and connect_error are socket.io's own).
+    socket.onAny((event: unknown, message: unknown, ack: unknown) => this.receive(socket, event, message, ack));
+  }
+
+  /** Nothing the dispatcher sends is trusted blindly: an unknown event or an invalid message is logged and dropped. */
+  private receive(socket: DeviceSocket, event: unknown, message: unknown, ack: unknown): void {
+    if (socket !== this.socket) {
+      return;
+    }
+    const receipt = receiveMessage(FROM_DISPATCHER, this.receiver, socket, event, message, ack);
+    if (receipt.result === 'unknown_event') {
+      this.config.logger.warn({ event: String(event).slice(0, 64) }, 'unknown event from dispatcher; dropped');
+    } else if (receipt.result === 'malformed') {
+      this.config.logger.warn(
+        { event: receipt.event, problem: receipt.problem },
+        'invalid message from dispatcher; dropped',
+      );
+    }
   }
 
   private onConnectError(socket: DeviceSocket, error: Error): void {

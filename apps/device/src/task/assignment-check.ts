@@ -1,6 +1,5 @@
 import { requiredFeatures } from '@app/common/protocol/chat';
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
-import { assignSchema } from '@app/common/protocol/device-protocol';
 import type { Backend } from '../backends/backend';
 
 export interface Refusal {
@@ -9,8 +8,9 @@ export interface Refusal {
 }
 
 /**
- * Why this device cannot take an assignment now, or null when it can: shutting down, busy, a runtime
- * that does not answer, a malformed assignment, a model or a feature it does not serve.
+ * Why this device cannot take a valid assignment now (the link refuses a malformed one with
+ * `invalid_assignment` before it gets here), or null when it can: shutting down, busy, a runtime that
+ * does not answer, a model or a feature it does not serve.
  */
 export function refusalOf(
   payload: AssignPayload,
@@ -26,10 +26,6 @@ export function refusalOf(
   if (!backend.available()) {
     // An assignment that crossed the announce saying so; another device can take it.
     return { reason: 'upstream_unavailable' };
-  }
-  const parsed = assignSchema.safeParse(payload);
-  if (!parsed.success) {
-    return { reason: 'invalid_assignment', detail: { problem: parsed.error.issues[0]?.message } };
   }
   if (!backend.models().includes(payload.model)) {
     return { reason: 'model_not_served', detail: { model: payload.model } };

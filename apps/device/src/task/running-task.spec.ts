@@ -1,6 +1,6 @@
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
 import type { DispatcherLink } from '../link/dispatcher-link';
-import { runningTask, stopBackend } from './running-task';
+import { RunningTask } from './running-task';
 
 const payload = {
   task_address: 'network:6f1c2a44-5b9e-4d3a-9a7e-1c2d3e4f5a6b',
@@ -10,17 +10,33 @@ const payload = {
 } as unknown as AssignPayload;
 const connection = {} as DispatcherLink['connection'];
 
-describe('stopping a task’s backend', () => {
+describe('RunningTask', () => {
   it('aborts the signal of a backend that still runs (a cancel, a disconnect, a shutdown)', () => {
-    const task = runningTask(payload, connection, false);
-    stopBackend(task);
-    expect(task.controller.signal.aborted).toBe(true);
+    const task = new RunningTask(payload, connection, false);
+    task.stopBackend();
+    expect(task.signal.aborted).toBe(true);
   });
 
   it('leaves the signal of a backend that returned or threw alone', () => {
-    const task = runningTask(payload, connection, false);
-    task.settled = true;
-    stopBackend(task);
-    expect(task.controller.signal.aborted).toBe(false);
+    const task = new RunningTask(payload, connection, false);
+    task.settle();
+    task.stopBackend();
+    expect(task.signal.aborted).toBe(false);
+  });
+
+  it('numbers its events from 0, and logs its deltas, and its content only with --log-content', () => {
+    const quiet = new RunningTask(payload, connection, false);
+    expect(quiet.seq).toBe(0);
+    quiet.sent();
+    quiet.sent();
+    expect(quiet.seq).toBe(2);
+    quiet.recordDelta([{ index: 0, content: 'a' }]);
+    expect(quiet.logLine('completed', {})).toMatchObject({ deltas: 1, outcome: 'completed' });
+    expect(quiet.logLine('completed', {})).not.toHaveProperty('completion');
+
+    const verbose = new RunningTask(payload, connection, true);
+    verbose.recordDelta([{ index: 0, content: 'he' }]);
+    verbose.recordDelta([{ index: 0, content: 'llo', reasoning: 'r' }]);
+    expect(verbose.logLine('completed', {}).completion).toEqual([{ content: 'hello', reasoning: 'r', tool_calls: [] }]);
   });
 });

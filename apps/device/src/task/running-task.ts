@@ -1,119 +1,116 @@
 import { performance } from 'node:perf_hooks';
 import type { ChatMessage, ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
-import type { AssignPayload, DeviceErrorCode } from '@app/common/protocol/device-protocol';
-import { DEVICE_ERROR_CODES } from '@app/common/protocol/device-protocol';
+import type { AssignPayload } from '@app/common/protocol/device-protocol';
 import type { DispatcherLink } from '../link/dispatcher-link';
-
-/** The protocol bounds an error message to 2000 characters. */
-const MAX_ERROR_MESSAGE = 2_000;
 
 export type Outcome = 'completed' | 'failed' | 'cancelled' | 'disconnected' | 'shutdown';
 
+/** How a task ended, as its log line reports it. */
 export interface TaskEnding {
   finish_reasons?: FinishReason[];
   usage?: Usage | null;
   error_code?: string;
 }
 
-/** The one task a device runs: what it was given, how far it got, and what its log line says. */
-export interface RunningTask {
-  address: string;
-  /** The connection the task came on: its events go out on that one only. */
-  connection: DispatcherLink['connection'];
-  model: string;
-  attempt: number;
-  /** The api's request id, so that one id follows the request through every log. */
-  requestId: string | null;
-  controller: AbortController;
-  /** The backend's run returned or threw: it is done with the controller's signal. */
-  settled: boolean;
-  /** Next sequence number: 0 for the first event of the task, one more per event. */
-  seq: number;
-  startedAt: number;
-  firstDeltaAt: number | null;
-  deltas: number;
-  /** Kept only with --log-content. */
-  prompt?: ChatMessage[];
-  output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
-}
-
 /**
- * Stops the task's backend if it still runs. One that returned or threw is not aborted: an abort with
- * no reason builds an AbortError (a DOMException, with its stack) for no listener, 6 % of an agent's
- * busy time at 1,200 tasks/s.
+ * The one task a device runs: what it was given, the signal its backend runs under, the sequence
+ * number of its next event, and what its log line says (its content too, with --log-content).
  */
-export function stopBackend(task: RunningTask): void {
-  if (!task.settled) {
-    task.controller.abort();
-  }
-}
+export class RunningTask {
+  readonly address: string;
+  readonly model: string;
+  readonly attempt: number;
+  /** The api's request id, so that one id follows the request through every log. */
+  readonly requestId: string | null;
+  private readonly controller = new AbortController();
+  /** The backend's run returned or threw: it is done with the signal. */
+  private settled = false;
+  private nextSeq = 0;
+  private readonly startedAt = performance.now();
+  private firstDeltaAt: number | null = null;
+  private deltas = 0;
+  /** Kept only with --log-content. */
+  private readonly prompt?: ChatMessage[];
+  private readonly output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
 
-export function runningTask(
-  payload: AssignPayload,
-  connection: DispatcherLink['connection'],
-  logContent: boolean,
-): RunningTask {
-  const task: RunningTask = {
-    address: payload.task_address,
-    connection,
-    model: payload.model,
-    attempt: payload.attempt,
-    requestId: payload.request_id ?? null,
-    controller: new AbortController(),
-    settled: false,
-    seq: 0,
-    startedAt: performance.now(),
-    firstDeltaAt: null,
-    deltas: 0,
-  };
-  if (logContent) {
-    task.prompt = payload.params.messages;
-    task.output = [];
-  }
-  return task;
-}
-
-/** Counts a delta (and keeps its content with --log-content). */
-export function recordDelta(task: RunningTask, choices: ChoiceDelta[]): void {
-  task.firstDeltaAt ??= performance.now();
-  task.deltas++;
-  if (task.output) {
-    for (const choice of choices) {
-      const out = (task.output[choice.index] ??= { content: '', reasoning: '', tool_calls: [] });
-      out.content += choice.content ?? '';
-      out.reasoning += choice.reasoning ?? '';
-      out.tool_calls.push(...(choice.tool_calls ?? []));
+  constructor(
+    payload: AssignPayload,
+    /** The connection the task came on: its events go out on that one only. */
+    readonly connection: DispatcherLink['connection'],
+    logContent: boolean,
+  ) {
+    this.address = payload.task_address;
+    this.model = payload.model;
+    this.attempt = payload.attempt;
+    this.requestId = payload.request_id ?? null;
+    if (logContent) {
+      this.prompt = payload.params.messages;
+      this.output = [];
     }
   }
-}
 
-/** The fields of a task's one log line. */
-export function taskLogLine(task: RunningTask, outcome: Outcome, extra: TaskEnding): Record<string, unknown> {
-  const ms = (x: number) => Math.round(x * 10) / 10;
-  return {
-    task_address: task.address,
-    request_id: task.requestId,
-    model: task.model,
-    attempt: task.attempt,
-    outcome,
-    finish_reasons: extra.finish_reasons,
-    error_code: extra.error_code,
-    prompt_tokens: extra.usage?.prompt_tokens,
-    completion_tokens: extra.usage?.completion_tokens ?? null,
-    deltas: task.deltas,
-    ttft_ms: task.firstDeltaAt === null ? null : ms(task.firstDeltaAt - task.startedAt),
-    total_ms: ms(performance.now() - task.startedAt),
-    ...(task.output ? { prompt: task.prompt, completion: task.output } : {}),
-  };
-}
+  /** What the backend runs under: aborted when the task is stopped before its backend is done. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
 
-/** The protocol's error code for whatever a backend threw (`backend_error` when it has none of them). */
-export function errorCode(error: unknown): DeviceErrorCode {
-  const code = (error as { code?: unknown } | null)?.code;
-  return (DEVICE_ERROR_CODES as readonly unknown[]).includes(code) ? (code as DeviceErrorCode) : 'backend_error';
-}
+  /** The sequence number of the task's next event: 0 for its first, one more per event sent. */
+  get seq(): number {
+    return this.nextSeq;
+  }
 
-export function errorMessage(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return (message || 'the backend failed').slice(0, MAX_ERROR_MESSAGE);
+  /** An event of the task went out with {@link seq}. */
+  sent(): void {
+    this.nextSeq++;
+  }
+
+  /** The backend's run returned or threw. */
+  settle(): void {
+    this.settled = true;
+  }
+
+  /**
+   * Stops the task's backend if it still runs. One that returned or threw is not aborted: an abort with
+   * no reason builds an AbortError (a DOMException, with its stack) for no listener, 6 % of an agent's
+   * busy time at 1,200 tasks/s.
+   */
+  stopBackend(): void {
+    if (!this.settled) {
+      this.controller.abort();
+    }
+  }
+
+  /** Counts a delta (and keeps its content with --log-content). */
+  recordDelta(choices: ChoiceDelta[]): void {
+    this.firstDeltaAt ??= performance.now();
+    this.deltas++;
+    if (this.output) {
+      for (const choice of choices) {
+        const out = (this.output[choice.index] ??= { content: '', reasoning: '', tool_calls: [] });
+        out.content += choice.content ?? '';
+        out.reasoning += choice.reasoning ?? '';
+        out.tool_calls.push(...(choice.tool_calls ?? []));
+      }
+    }
+  }
+
+  /** The fields of the task's one log line. */
+  logLine(outcome: Outcome, ending: TaskEnding): Record<string, unknown> {
+    const ms = (x: number) => Math.round(x * 10) / 10;
+    return {
+      task_address: this.address,
+      request_id: this.requestId,
+      model: this.model,
+      attempt: this.attempt,
+      outcome,
+      finish_reasons: ending.finish_reasons,
+      error_code: ending.error_code,
+      prompt_tokens: ending.usage?.prompt_tokens,
+      completion_tokens: ending.usage?.completion_tokens ?? null,
+      deltas: this.deltas,
+      ttft_ms: this.firstDeltaAt === null ? null : ms(this.firstDeltaAt - this.startedAt),
+      total_ms: ms(performance.now() - this.startedAt),
+      ...(this.output ? { prompt: this.prompt, completion: this.output } : {}),
+    };
+  }
 }

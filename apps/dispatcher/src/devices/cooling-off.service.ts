@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, Holds, LOGGER, keys } from '@app/common';
+import { APP_CONFIG, Holds, LOGGER, keys, REDIS } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
 import { FORGIVE_AFTER_MS, coolingOffSchedule } from './cooling-off-schedule';
 
 /**

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ANNOUNCE_LIMITS, APP_CONFIG, DEVICE_EVENTS, LOGGER, announceSchema } from '@app/common';
-import type { AnnounceAck, AppConfig, Logger } from '@app/common';
+import { ANNOUNCE_LIMITS, APP_CONFIG, DEVICE_EVENTS, LOGGER } from '@app/common';
+import type { AnnounceAck, AnnouncePayload, AppConfig, Logger, MessageReply } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
@@ -9,9 +9,9 @@ import { DeviceStrikes } from './device-strikes.service';
 import { PresenceService } from './presence.service';
 
 /**
- * A device's announces: held to their rate, validated, the models decided (AnnouncePolicy), then the
- * session, its state and its presence updated and the registry's listener told. Every refusal is
- * answered in the ack.
+ * A device's announces: held to their rate (before the gateway validates them), the models decided
+ * (AnnouncePolicy), then the session, its state and its presence updated and the registry's listener
+ * told. Every refusal is answered in the ack.
  */
 @Injectable()
 export class DeviceAnnounces {
@@ -25,24 +25,26 @@ export class DeviceAnnounces {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  async handle(session: DeviceSession, raw: unknown, ack: unknown): Promise<void> {
-    const reply = typeof ack === 'function' ? (ack as (answer: AnnounceAck) => void) : () => undefined;
-    if (!session.announces.take()) {
-      this.refuse(session, 'announce_rate');
-      reply({
-        ok: false,
-        error: `too many announces: at most ${ANNOUNCE_LIMITS.burst} at once and ${ANNOUNCE_LIMITS.perSecond} a second`,
-      });
-      return;
+  /** Whether the device may announce now; an announce over its rate is refused in its ack, and a strike. */
+  admit(session: DeviceSession, reply: MessageReply<AnnounceAck>): boolean {
+    if (session.announces.take()) {
+      return true;
     }
-    const parsed = announceSchema.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      this.refuse(session, 'malformed', `${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'malformed'}`);
-      reply({ ok: false, error: 'invalid announce payload' });
-      return;
-    }
-    const payload = parsed.data;
+    this.logger.warn(
+      { deviceId: session.id, event: DEVICE_EVENTS.announce, reason: 'announce_rate' },
+      'invalid event from device: ignored',
+    );
+    this.strikes.strike(session, 'announce_rate');
+    reply?.({
+      ok: false,
+      error: `too many announces: at most ${ANNOUNCE_LIMITS.burst} at once and ${ANNOUNCE_LIMITS.perSecond} a second`,
+    });
+    return false;
+  }
+
+  /** An announce admitted and valid (the gateway checked both). */
+  async handle(session: DeviceSession, payload: AnnouncePayload, ack: MessageReply<AnnounceAck>): Promise<void> {
+    const reply = ack ?? (() => undefined);
     let decision;
     try {
       decision = await this.policy.decide(session, payload.models);
@@ -84,13 +86,5 @@ export class DeviceAnnounces {
     await this.presence
       .publish(session)
       .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'presence update failed'));
-  }
-
-  private refuse(session: DeviceSession, reason: string, detail?: string): void {
-    this.logger.warn(
-      { deviceId: session.id, event: DEVICE_EVENTS.announce, reason, detail },
-      'invalid event from device: ignored',
-    );
-    this.strikes.strike(session, reason);
   }
 }

@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { HANDSHAKE_ERRORS, LOGGER, PROTOCOL_VERSION, handshakeAuthSchema, looksLikeDeviceToken } from '@app/common';
+import {
+  HANDSHAKE_ERRORS,
+  LOGGER,
+  SERVED_PROTOCOL_VERSIONS,
+  dialectOf,
+  handshakeAuthSchema,
+  looksLikeDeviceToken,
+} from '@app/common';
 import type { DeviceSocketData, HandshakeWait, Logger } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { CoolingOff } from './cooling-off.service';
@@ -16,6 +23,9 @@ export interface HandshakeRefusal {
 
 export type HandshakeResult = DeviceSocketData | HandshakeRefusal;
 
+/** `2 or 1`: the versions served, for the refusal's message. */
+const SERVED_VERSIONS = SERVED_PROTOCOL_VERSIONS.join(' or ');
+
 /**
  * The checks of a device's handshake, cheapest first, each refusal with its own message
  * (docs/protocol.md, Authentication):
@@ -24,7 +34,7 @@ export type HandshakeResult = DeviceSocketData | HandshakeRefusal;
  * 3. a device cooling off is refused by its token key before any lookup (one Redis command);
  * 4. the token must be a device's: a wrong one is refused from memory (KnownCredentials), a right one is
  *    looked up in Postgres (revocation); a failure counts against the address;
- * 5. the protocol version must be this dispatcher's.
+ * 5. the protocol version must be one this dispatcher serves (the current one or the one before).
  */
 @Injectable()
 export class DeviceHandshake {
@@ -63,13 +73,19 @@ export class DeviceHandshake {
     if (!device) {
       return this.failed(address);
     }
-    if (auth.data.protocol !== PROTOCOL_VERSION) {
-      // The agent stops on this and says so: it needs the version of this dispatcher.
+    if (!dialectOf(auth.data.protocol)) {
+      // The agent stops on this and says so: it needs a version this dispatcher serves.
       this.logger.warn({ deviceId: device.id, protocol: auth.data.protocol }, 'device refused: protocol version');
       this.refusals.inc({ reason: HANDSHAKE_ERRORS.protocol });
-      return { refused: `${HANDSHAKE_ERRORS.protocol}: this dispatcher speaks protocol ${PROTOCOL_VERSION}` };
+      return { refused: `${HANDSHAKE_ERRORS.protocol}: this dispatcher speaks protocol ${SERVED_VERSIONS}` };
     }
-    return { deviceId: device.id, orgId: device.org_id, name: device.name, tokenKey: key };
+    return {
+      deviceId: device.id,
+      orgId: device.org_id,
+      name: device.name,
+      tokenKey: key,
+      protocol: auth.data.protocol,
+    };
   }
 
   /** A failure of the address: refused as a wrong token, or as over the limit when this failure went past it. */

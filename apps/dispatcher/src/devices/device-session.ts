@@ -1,9 +1,32 @@
 import type { Socket } from 'socket.io';
-import { NETWORK_POOL, queueName } from '@app/common';
-import type { DeviceSocketData, DeviceToServerEvents, Feature, ServerToDeviceEvents } from '@app/common';
+import type { z } from 'zod';
+import { NETWORK_POOL, dialectOf, queueName, schemaProblem } from '@app/common';
+import type {
+  AckOf,
+  AckedEvent,
+  DeviceSocketData,
+  DeviceToServerEvents,
+  Feature,
+  MessageOf,
+  ProtocolDialect,
+  ServerToDeviceCatalog,
+  ServerToDeviceEvent,
+  ServerToDeviceEvents,
+} from '@app/common';
 import { AnnounceRate } from './announce-rate';
 
 export type DeviceSocket = Socket<DeviceToServerEvents, ServerToDeviceEvents, Record<string, never>, DeviceSocketData>;
+
+/** The device's answer to an acknowledged event, read into the current shape; or none in time, or one that fails its schema. */
+export type DeviceAnswer<T> =
+  | { readonly ok: true; readonly answer: T }
+  | { readonly ok: false; readonly reason: 'no_answer' }
+  | { readonly ok: false; readonly reason: 'malformed'; readonly problem: string };
+
+type UnackedEvent = Exclude<ServerToDeviceEvent, AckedEvent<ServerToDeviceCatalog>>;
+type AckedServerEvent = AckedEvent<ServerToDeviceCatalog>;
+/** socket.io's emit without its event map: a message is written in the device's version, not the current one. */
+type WireEmit = (event: string, ...args: unknown[]) => boolean;
 
 /**
  * A connected, authenticated device: what it is and what it said it serves. Facts about the
@@ -27,7 +50,49 @@ export class DeviceSession {
   /** Its allowance of announces. */
   readonly announces = new AnnounceRate();
 
-  constructor(readonly socket: DeviceSocket) {}
+  /** The protocol version the device speaks (its handshake's), and how to speak it. */
+  readonly dialect: ProtocolDialect;
+
+  constructor(readonly socket: DeviceSocket) {
+    const dialect = dialectOf(socket.data.protocol);
+    if (!dialect) {
+      // The handshake refuses any other version: this would be a bug of the dispatcher's.
+      throw new Error(`a session of unserved protocol version ${socket.data.protocol}`);
+    }
+    this.dialect = dialect;
+  }
+
+  /** Sends an event, written in the device's protocol version. */
+  send<K extends UnackedEvent>(event: K, message: MessageOf<ServerToDeviceCatalog, K>): void {
+    (this.socket.emit as WireEmit)(event, this.dialect.toDevice.messages[event](message));
+  }
+
+  /**
+   * Sends an acknowledged event, written in the device's version; `answered` gets the device's answer
+   * once it passed that version's schema, or why there is none (nothing within `timeoutMs`, or an
+   * answer that fails its schema: the device is not trusted with its answers either).
+   */
+  request<K extends AckedServerEvent>(
+    event: K,
+    message: MessageOf<ServerToDeviceCatalog, K>,
+    timeoutMs: number,
+    answered: (answer: DeviceAnswer<AckOf<ServerToDeviceCatalog, K>>) => void,
+  ): void {
+    const schema: z.ZodType<AckOf<ServerToDeviceCatalog, K>> = this.dialect.toDevice.answers[event];
+    const wire = this.dialect.toDevice.messages[event](message);
+    (this.socket.timeout(timeoutMs).emit as WireEmit)(event, wire, (err: Error | null, raw: unknown) => {
+      if (err) {
+        answered({ ok: false, reason: 'no_answer' });
+        return;
+      }
+      const parsed = schema.safeParse(raw);
+      if (parsed.success) {
+        answered({ ok: true, answer: parsed.data });
+        return;
+      }
+      answered({ ok: false, reason: 'malformed', problem: schemaProblem(parsed.error) });
+    });
+  }
 
   get id(): string {
     return this.socket.data.deviceId;

@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { DEVICE_STATE_TTL_MS, LOGGER, liveKeys } from '@app/common';
+import { DEVICE_STATE_TTL_MS, LOGGER, liveKeys, InstanceService } from '@app/common';
 import type { Logger } from '@app/common';
 import { RedisBatch } from '../infra/redis-batch';
-import { InstanceService } from '../instances/instance.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
 

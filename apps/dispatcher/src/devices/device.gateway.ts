@@ -2,18 +2,24 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { Server } from 'socket.io';
-import type { z } from 'zod';
 import {
   APP_CONFIG,
   DEVICE_EVENTS,
   DEVICE_NAMESPACE,
   HANDSHAKE_ERRORS,
   LOGGER,
-  deltaSchema,
-  doneSchema,
-  taskErrorSchema,
+  receiveMessage,
+  replyTo,
 } from '@app/common';
-import type { AppConfig, DeviceSocketData, DeviceToServerEvents, Logger, ServerToDeviceEvents } from '@app/common';
+import type {
+  AppConfig,
+  DeviceSocketData,
+  DeviceToServerCatalog,
+  DeviceToServerEvents,
+  Logger,
+  MessageReceiver,
+  ServerToDeviceEvents,
+} from '@app/common';
 import { ClientAddresses } from './client-address';
 import { DeviceAnnounces } from './device-announces.service';
 import { DeviceAuth } from './device-auth.service';
@@ -30,13 +36,25 @@ import { PresenceService } from './presence.service';
 
 /**
  * The `/devices` namespace: checks devices at the handshake (DeviceHandshake), keeps the registry and
- * presence up to date, holds each device to its budget, validates every event a device sends, and
- * passes the valid ones to the registry's listener. A device that keeps sending what it must not, or
- * sends a binary packet, is disconnected and cools off (DeviceStrikes).
+ * presence up to date, holds each device to its budget, validates every event a device sends against
+ * the catalog (in the device's protocol version, see DeviceSession.dialect), and passes the valid ones
+ * on through its handler table. A device that keeps sending what it must not, or sends a binary
+ * packet, is disconnected and cools off (DeviceStrikes).
  */
 @Injectable()
 export class DeviceGateway implements BeforeApplicationShutdown {
   private io: Server | null = null;
+
+  /** Where each event a device may send goes once it passed its schema: every event of the catalog, or this does not compile. */
+  private readonly receiver: MessageReceiver<DeviceToServerCatalog, DeviceSession> = {
+    handlers: {
+      announce: (session, payload, reply) => void this.announces.handle(session, payload, reply),
+      'task:delta': (session, payload) => this.registry.events.onDelta(session, payload),
+      'task:done': (session, payload) => this.registry.events.onDone(session, payload),
+      'task:error': (session, payload) => this.registry.events.onError(session, payload),
+    },
+    refusals: { announce: { ok: false, error: 'invalid announce payload' } },
+  };
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
@@ -104,7 +122,10 @@ export class DeviceGateway implements BeforeApplicationShutdown {
       replaced.socket.disconnect(true);
       this.onGone(replaced);
     }
-    this.logger.info({ deviceId: session.id, name: socket.data.name, pool: session.pool }, 'device connected');
+    this.logger.info(
+      { deviceId: session.id, name: socket.data.name, pool: session.pool, protocol: session.dialect.version },
+      'device connected',
+    );
     this.auth.touch(session.id);
     this.states.connected(session);
 
@@ -150,21 +171,21 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     });
   }
 
+  /** A device is not trusted: every event is checked against the catalog, and a bad one is counted and dropped. */
   private onEvent(session: DeviceSession, event: unknown, raw: unknown, ack: unknown): void {
-    switch (event) {
-      case DEVICE_EVENTS.announce:
-        void this.announces.handle(session, raw, ack);
+    const inbound = session.dialect.fromDevice;
+    // Announces are held to their rate before anything else: validating one costs more than refusing it.
+    if (event === DEVICE_EVENTS.announce && !this.announces.admit(session, replyTo(inbound, event, ack))) {
+      return;
+    }
+    const receipt = receiveMessage(inbound, this.receiver, session, event, raw, ack);
+    switch (receipt.result) {
+      case 'handled':
         return;
-      case DEVICE_EVENTS.delta:
-        this.deliver(session, deltaSchema, raw, event, (p) => this.registry.events.onDelta(session, p));
+      case 'malformed':
+        this.refuse(session, event, raw, 'malformed', receipt.problem);
         return;
-      case DEVICE_EVENTS.done:
-        this.deliver(session, doneSchema, raw, event, (p) => this.registry.events.onDone(session, p));
-        return;
-      case DEVICE_EVENTS.error:
-        this.deliver(session, taskErrorSchema, raw, event, (p) => this.registry.events.onError(session, p));
-        return;
-      default:
+      case 'unknown_event':
         // Not an event a device may send: without this it would cost the device nothing to send forever.
         this.logger.warn(
           { deviceId: session.id, event: String(event).slice(0, 64), reason: 'unknown_event' },
@@ -184,31 +205,6 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     this.presence
       .withdraw(session)
       .catch((err: unknown) => this.logger.warn({ err, deviceId: session.id }, 'presence withdrawal failed'));
-  }
-
-  /** A task event, once its payload passed its schema, to the registry's listener. */
-  private deliver<T>(
-    session: DeviceSession,
-    schema: z.ZodType<T>,
-    raw: unknown,
-    event: string,
-    to: (payload: T) => void,
-  ): void {
-    const payload = this.validate(session, schema, raw, event);
-    if (payload) {
-      to(payload);
-    }
-  }
-
-  /** A device is not trusted: every payload is checked, and a bad one is counted and dropped. */
-  private validate<T>(session: DeviceSession, schema: z.ZodType<T>, raw: unknown, event: string): T | null {
-    const parsed = schema.safeParse(raw);
-    if (parsed.success) {
-      return parsed.data;
-    }
-    const issue = parsed.error.issues[0];
-    this.refuse(session, event, raw, 'malformed', `${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'malformed'}`);
-    return null;
   }
 
   /** Drops an event; one that names a task goes to the listener (a task of the device's fails with it). */

@@ -1,5 +1,4 @@
 import { Module } from '@nestjs/common';
-import { InstancesModule } from '../instances/instances.module';
 import { AnnouncePolicy } from './announce-policy.service';
 import { CoolingOff } from './cooling-off.service';
 import { DeviceAnnounces } from './device-announces.service';
@@ -9,9 +8,9 @@ import { DeviceHandshake } from './device-handshake.service';
 import { DeviceRegistry } from './device-registry.service';
 import { DeviceStates } from './device-states.service';
 import { DeviceStrikes } from './device-strikes.service';
+import { DeviceHealth } from './device-health';
 import { DeviceMetrics } from './device-metrics';
 import { HandshakeFailures } from './handshake-failures.service';
-import { HealthController } from './health.controller';
 import { PolicyRefresh } from './policy-refresh.service';
 import { PresenceService } from './presence.service';
 
@@ -20,8 +19,6 @@ import { PresenceService } from './presence.service';
  * one listener (the dispatch module) through the DeviceListener interface and knows nothing of tasks.
  */
 @Module({
-  controllers: [HealthController],
-  imports: [InstancesModule],
   providers: [
     DeviceRegistry,
     DeviceStates,
@@ -36,6 +33,7 @@ import { PresenceService } from './presence.service';
     PolicyRefresh,
     DeviceGateway,
     DeviceMetrics,
+    DeviceHealth,
   ],
   exports: [DeviceRegistry, DeviceGateway, DeviceStates],
 })

@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, FailureLimit, LOGGER, keys } from '@app/common';
+import { APP_CONFIG, FailureLimit, LOGGER, keys, REDIS } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
 
 /** The limiter's window: DEVICE_HANDSHAKE_FAILURES are counted per minute. */
 const WINDOW_S = 60;

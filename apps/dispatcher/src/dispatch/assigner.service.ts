@@ -1,12 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TaskRepository, keys, queueOfLine } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, keys, queueOfLine, REDIS, InstanceService } from '@app/common';
 import type { AppConfig, AssignAck, Logger } from '@app/common';
-import type { DeviceSession } from '../devices/device-session';
+import { DeviceGateway } from '../devices/device.gateway';
+import type { DeviceAnswer, DeviceSession } from '../devices/device-session';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
-import { REDIS } from '../infra/redis.providers';
-import { InstanceService } from '../instances/instance.service';
 import { JobSource } from '../queues/job-source.service';
 import type { ChatJob } from '../queues/job-source.service';
 import { QueueWatch } from '../queues/queue-watch.service';
@@ -56,6 +55,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     private readonly writers: TaskWriters,
     private readonly instance: InstanceService,
     private readonly metrics: DispatcherMetrics,
+    private readonly gateway: DeviceGateway,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -185,7 +185,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     const assignment = new Assignment(session, job, token, OutputTracker.forRequest(data.params));
     this.book.add(assignment);
     this.claim(assignment);
-    session.socket.timeout(this.config.ASSIGN_ACK_TIMEOUT_MS).emit(
+    session.request(
       'task:assign',
       {
         task_address: data.taskAddress,
@@ -194,7 +194,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         params: data.params,
         ...(data.requestId ? { request_id: data.requestId } : {}),
       },
-      (err: Error | null, answer: AssignAck) => this.onAck(assignment, queue, err ? null : answer),
+      this.config.ASSIGN_ACK_TIMEOUT_MS,
+      (answer) => this.onAck(assignment, queue, answer),
     );
     this.metrics.assignLatency.observe((performance.now() - since) / 1000);
     if (this.recentCancels.delete(data.taskId)) {
@@ -227,22 +228,31 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         }
         // Cancelled or timed out while it waited: the device stops, the job goes.
         a.settle(null);
-        a.session.socket.emit('task:cancel', { task_address: a.address });
+        a.session.send('task:cancel', { task_address: a.address });
         void this.finalizer.end(a, { kind: 'abandoned' });
       },
       (err: unknown) => {
         this.logger.error({ err, task: a.address }, 'could not claim the task');
         a.settle(null);
-        a.session.socket.emit('task:cancel', { task_address: a.address });
+        a.session.send('task:cancel', { task_address: a.address });
         void this.finalizer.end(a, { kind: 'abandoned' });
       },
     );
   }
 
-  private onAck(a: Assignment, queue: string, answer: AssignAck | null): void {
+  private onAck(a: Assignment, queue: string, result: DeviceAnswer<AssignAck>): void {
     if (a.ended) {
       return;
     }
+    if (!result.ok && result.reason === 'malformed') {
+      // An answer that fails its schema is a device's invalid event like any other; unread, it counts as none.
+      this.logger.warn(
+        { deviceId: a.session.id, task: a.address, reason: 'malformed', detail: result.problem },
+        'invalid acknowledgement from device: ignored',
+      );
+      this.gateway.strike(a.session, 'malformed');
+    }
+    const answer = result.ok ? result.answer : null;
     if (answer?.accepted === true) {
       a.accepted = true;
       this.metrics.assignments.inc({ result: 'accepted' });
@@ -261,7 +271,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       'device did not accept the assignment',
     );
     if (!answer) {
-      a.session.socket.emit('task:cancel', { task_address: a.address });
+      a.session.send('task:cancel', { task_address: a.address });
     }
     void this.finalizer.end(a, { kind: 'dropped', reason: answer ? 'refused' : 'no_ack' });
   }

@@ -1,12 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { APP_CONFIG, LOGGER, clientCodeOf, deviceMessage } from '@app/common';
+import { APP_CONFIG, LOGGER, clientCodeOf, deviceMessage, InstanceService } from '@app/common';
 import type { AppConfig, DeltaPayload, DonePayload, Logger, TaskErrorPayload } from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceListener } from '../devices/device-listener';
 import { DeviceRegistry } from '../devices/device-registry.service';
 import type { DeviceSession } from '../devices/device-session';
-import { InstanceService } from '../instances/instance.service';
 import { TaskWriters } from '../relay/task-writers.service';
 import type { Assignment } from './assignment';
 import { AssignmentBook } from './assignment-book';
@@ -184,7 +183,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       await new Promise((r) => setTimeout(r, 100));
     }
     for (const a of [...this.book.all()]) {
-      a.session.socket.emit('task:cancel', { task_address: a.address });
+      a.session.send('task:cancel', { task_address: a.address });
       void this.finalizer.end(a, { kind: 'dropped', reason: 'dispatcher_shutdown' });
     }
     // The endings just decided must reach the api before the process goes.

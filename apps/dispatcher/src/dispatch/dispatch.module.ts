@@ -1,9 +1,7 @@
 import { Module } from '@nestjs/common';
 import { DevicesModule } from '../devices/devices.module';
-import { InstancesModule } from '../instances/instances.module';
 import { QueuesModule } from '../queues/queues.module';
 import { RelayModule } from '../relay/relay.module';
-import { TasksModule } from '../tasks/tasks.module';
 import { AssignmentBook } from './assignment-book';
 import { Assigner } from './assigner.service';
 import { DeviceEvents } from './device-events.service';
@@ -12,11 +10,11 @@ import { QueueMetrics } from './queue-metrics';
 
 /**
  * Dispatch: who works on what. Owns the device → assignment map, hands jobs to idle devices, turns
- * device events into task outcomes through the one Finalizer. Depends on devices, queues, relay and
- * tasks; none of them depends on it.
+ * device events into task outcomes through the one Finalizer. Depends on devices, queues and relay (and
+ * on the core's TaskRepository); none of them depends on it.
  */
 @Module({
-  imports: [DevicesModule, QueuesModule, RelayModule, TasksModule, InstancesModule],
+  imports: [DevicesModule, QueuesModule, RelayModule],
   providers: [AssignmentBook, Finalizer, Assigner, DeviceEvents, QueueMetrics],
   exports: [DeviceEvents],
 })

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { DISCONNECTED_MID_ANSWER } from '@app/common';
+import { DISCONNECTED_MID_ANSWER, PROTOCOL_VERSION } from '@app/common';
 import type { AppConfig, Logger, TransitionResult } from '@app/common';
 import { DeviceSession } from '../devices/device-session';
 import type { DeviceSocket } from '../devices/device-session';
@@ -73,7 +73,7 @@ class MemoryLogger {
 function fakeSocket() {
   const sent: [string, unknown][] = [];
   const socket = {
-    data: { deviceId: 'device-1', orgId: null },
+    data: { deviceId: 'device-1', orgId: null, protocol: PROTOCOL_VERSION },
     connected: true,
     emit: (event: string, payload: unknown) => void sent.push([event, payload]),
   };

@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, keys } from '@app/common';
+import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, keys, REDIS } from '@app/common';
 import type { AppConfig, ErrorCode, FinishReason, Logger, TransitionResult, Usage } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
-import { REDIS } from '../infra/redis.providers';
 import { JobSource } from '../queues/job-source.service';
 import type { Closing } from '../relay/task-writer';
 import { TaskWriters } from '../relay/task-writers.service';
@@ -49,7 +48,7 @@ export class Finalizer {
       clearTimeout(a.ackTimer);
     }
     if ((outcome.kind === 'failed' && outcome.stop) || outcome.kind === 'cancelled') {
-      a.session.socket.emit('task:cancel', { task_address: a.address });
+      a.session.send('task:cancel', { task_address: a.address });
     }
     this.book.release(a);
     return this.writers.track(this.record(a, outcome));

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ChainableCommander, Redis } from 'ioredis';
-import { REDIS } from './redis.providers';
+import { REDIS } from '@app/common';
 
 /**
  * Background writes of many devices, sent together: every command added during one turn of the event

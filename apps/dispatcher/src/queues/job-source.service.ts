@@ -3,9 +3,18 @@ import type { OnModuleDestroy } from '@nestjs/common';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { APP_CONFIG, FairShare, LOGGER, LineQueues, QUEUE_PREFIX, STALLED_INTERVAL_MS, keys } from '@app/common';
+import {
+  APP_CONFIG,
+  FairShare,
+  LOGGER,
+  LineQueues,
+  QUEUE_PREFIX,
+  STALLED_INTERVAL_MS,
+  keys,
+  LINES_REDIS,
+  REDIS,
+} from '@app/common';
 import type { AppConfig, ChatJobData, Logger } from '@app/common';
-import { LINES_REDIS, REDIS } from '../infra/redis.providers';
 
 export type ChatJob = Job<ChatJobData>;
 

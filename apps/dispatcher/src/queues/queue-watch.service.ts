@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { LOGGER, keys } from '@app/common';
+import { LOGGER, keys, SUB_REDIS } from '@app/common';
 import type { Logger } from '@app/common';
-import { SUB_REDIS } from '../infra/redis.providers';
 
 export interface QueueEvents {
   /** A line has a new job (or one back from a requeue). */

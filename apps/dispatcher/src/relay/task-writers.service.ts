@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, TaskRepository, keys } from '@app/common';
+import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, TaskRepository, keys, REDIS } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
 import { TaskWriter } from './task-writer';
 import type { WriterHooks } from './task-writer';
 

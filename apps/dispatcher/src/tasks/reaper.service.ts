@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, PgService, TaskRepository, keys } from '@app/common';
+import { APP_CONFIG, LOGGER, PgService, TaskRepository, keys, REDIS } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
-import { REDIS } from '../infra/redis.providers';
 import { JobSource } from '../queues/job-source.service';
 
 /** How often tasks past their deadline are looked for, and how many at a time. */

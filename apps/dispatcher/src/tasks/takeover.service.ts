@@ -1,11 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, TaskRepository, encodeStreamEntry, keys } from '@app/common';
+import {
+  APP_CONFIG,
+  DISCONNECTED_MID_ANSWER,
+  LOGGER,
+  TaskRepository,
+  encodeStreamEntry,
+  keys,
+  REDIS,
+  InstanceService,
+} from '@app/common';
 import type { AppConfig, Logger, TaskSnapshot } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
-import { REDIS } from '../infra/redis.providers';
-import { InstanceService } from '../instances/instance.service';
 import { JobSource } from '../queues/job-source.service';
 
 /** How often dead dispatchers are looked for (their presence lapses INSTANCE_TTL_MS after they die). */

@@ -1,0 +1,23 @@
+import { Module } from '@nestjs/common';
+import { AdminDevicesController } from './devices/devices.controller';
+import { AdminFleetController } from './fleet/fleet.controller';
+import { AdminKeysController } from './keys/keys.controller';
+import { AdminModelsController } from './models/models.controller';
+import { AdminOrgsController } from './orgs/orgs.controller';
+
+/**
+ * The admin HTTP API (`/admin/*`, ADMIN_TOKEN): one feature folder per resource, each with its
+ * controller (routes and their OpenAPI descriptions) and its schemas. The routes call the same
+ * libs/common admin services as the CLI, so both refuse the same things. `/admin/usage` is served by
+ * the usage module, beside the tenant's report.
+ */
+@Module({
+  controllers: [
+    AdminOrgsController,
+    AdminKeysController,
+    AdminModelsController,
+    AdminDevicesController,
+    AdminFleetController,
+  ],
+})
+export class AdminModule {}

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { listOf, named } from '../../openapi/components';
+
+/*
+ * The bodies the catalog routes validate (strict: an unknown key is 400) and the answers they give.
+ * Values are checked further by the admin services, so that the CLI and the API refuse the same things.
+ */
+
+const networkModel = z
+  .boolean()
+  .describe(
+    'Served by network devices too (default false: only by the direct devices of the organizations it is enabled for)',
+  );
+
+export const addModelBody = z.strictObject({
+  id: z.string().describe('1-200 characters: letters, digits and . _ : / @ + -'),
+  max_output_tokens: z.number().int().optional().describe('Upper bound for max_tokens, 1 to 1,000,000'),
+  owned_by: z.string().optional().describe('owned_by as /v1/models shows it (default switchyard)'),
+  network: networkModel.optional(),
+});
+export const updateModelBody = z.strictObject({
+  max_output_tokens: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe('Upper bound for max_tokens, 1 to 1,000,000, or null to remove it'),
+  owned_by: z.string().optional().describe('owned_by as /v1/models shows it'),
+  network: networkModel.optional(),
+});
+
+const iso = z.iso.datetime({ offset: true });
+const modelFields = {
+  id: z.string(),
+  max_output_tokens: z.number().int().nullable(),
+  owned_by: z.string(),
+  network: z.boolean().describe('Served by network devices too; false: only by the direct devices of its orgs'),
+  created_at: iso,
+};
+
+export const catalogModel = named('CatalogModel', 'A catalog model.', z.strictObject(modelFields));
+export const catalogModelList = named(
+  'CatalogModelList',
+  'The catalog, with the organizations each model is enabled for.',
+  listOf(z.strictObject({ ...modelFields, enabled_for: z.array(z.string()) })),
+);
+export const enablement = named(
+  'ModelEnablement',
+  'Whether a model is now enabled for an organization.',
+  z.strictObject({ model: z.string(), org: z.string(), enabled: z.boolean() }),
+);

@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { listOf, named } from '../../openapi/components';
+
+/*
+ * The bodies the orgs routes validate (strict: an unknown key is 400) and the answers they give. Values
+ * are checked further by the admin services, so that the CLI and the API refuse the same things.
+ */
+
+const limit = (what: string) =>
+  z.number().int().nullable().optional().describe(`${what}: 1 to 1,000,000,000, or null to remove the limit`);
+
+export const createOrgBody = z.strictObject({
+  name: z.string().describe('1-64 letters, digits, ".", "_" or "-", starting with a letter or digit'),
+});
+export const limitsBody = z.strictObject({
+  rpm: limit('Requests per minute'),
+  concurrency: limit('Requests at once'),
+  max_queued: limit('Queued requests per model'),
+  network: z
+    .boolean()
+    .optional()
+    .describe('false keeps the organization’s prompts off the shared network (mode network then gets 403)'),
+  weight: z
+    .number()
+    .int()
+    .optional()
+    .describe('Its share of a queue’s assignments when several organizations wait: 1 to 100 (default 1)'),
+});
+
+const iso = z.iso.datetime({ offset: true });
+const uuid = z.uuid();
+const limits = z.strictObject({
+  rpm: z.number().int().nullable(),
+  concurrency: z.number().int().nullable(),
+  max_queued: z.number().int().nullable(),
+});
+
+export const newOrg = named(
+  'Org',
+  'A new organization.',
+  z.strictObject({ id: uuid, name: z.string(), created_at: iso }),
+);
+export const orgEntry = named(
+  'OrgEntry',
+  'An organization in the list: its limits and how many active keys, enabled models and own devices it has.',
+  z.strictObject({
+    id: uuid,
+    name: z.string(),
+    created_at: iso,
+    limits,
+    network: z.boolean(),
+    weight: z.number().int(),
+    active_keys: z.number().int(),
+    models: z.number().int(),
+    devices: z.number().int(),
+  }),
+);
+export const orgList = named('OrgList', 'Every organization, by name.', listOf(orgEntry));
+export const orgLimits = named(
+  'OrgLimits',
+  'An organization’s settings after the change: limits (null: unlimited), network switch, weight.',
+  z.strictObject({ id: uuid, name: z.string(), limits, network: z.boolean(), weight: z.number().int() }),
+);

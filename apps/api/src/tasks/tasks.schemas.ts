@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import { named } from '../openapi/components';
+
+const iso = z.iso.datetime({ offset: true });
+const nullableIso = iso.nullable();
+const uuid = z.uuid();
+
+/** A task's statuses, as its record and the usage reports name them. */
+export const taskStatus = z.enum(['queued', 'assigned', 'streaming', 'completed', 'failed', 'cancelled', 'timed_out']);
+
+/** The fields of a task record that the tenant's view and the admin's share. */
+export const taskFields = {
+  object: z.literal('task'),
+  task_address: z.string(),
+  status: taskStatus,
+  model: z.string(),
+  mode: z.enum(['direct', 'network']),
+  api: z.enum(['openai', 'ollama']),
+  stream: z.boolean(),
+  device_id: uuid.nullable(),
+  attempts: z.number().int(),
+  finish_reason: z.string().nullable(),
+  error_code: z.string().nullable(),
+  usage: z
+    .strictObject({
+      prompt_tokens: z.number().int(),
+      completion_tokens: z.number().int(),
+      total_tokens: z.number().int(),
+      source: z.enum(['device', 'relay']).optional(),
+    })
+    .nullable(),
+  output_sha256: z.string().nullable(),
+  queued_at: iso,
+  assigned_at: nullableIso,
+  first_token_at: nullableIso,
+  finished_at: nullableIso,
+};
+
+/** `GET /v1/tasks/{address}`. */
+export const task = named(
+  'Task',
+  'A task record: who asked, who served, how it ended; while it waits, where it stands in its queue.',
+  z.strictObject({
+    ...taskFields,
+    queue_position: z.number().int().min(1).optional().describe('While queued: 1 = the next request its queue serves.'),
+    eta_ms: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe(
+        "While queued: estimated wait before a device takes it (position, devices online, the queue's recent service time); null without a basis.",
+      ),
+  }),
+);

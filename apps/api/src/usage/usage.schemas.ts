@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { named } from '../openapi/components';
+import { taskStatus } from '../tasks/tasks.schemas';
+
+const iso = z.iso.datetime({ offset: true });
+const uuid = z.uuid();
+const percentiles = z.strictObject({ p50: z.number().nullable(), p95: z.number().nullable() });
+
+/** One row of a usage report. */
+export const usageRow = named(
+  'UsageRow',
+  'One group: its fields (those named in group_by) and its counts.',
+  z.strictObject({
+    model: z.string().optional(),
+    key: uuid.nullable().optional(),
+    key_prefix: z.string().nullable().optional(),
+    key_label: z.string().nullable().optional(),
+    day: z.iso.date().optional(),
+    hour: iso.optional(),
+    mode: z.enum(['direct', 'network']).optional(),
+    status: taskStatus.optional(),
+    org: z.string().nullable().optional(),
+    requests: z.number().int(),
+    completed: z.number().int(),
+    failed: z.number().int(),
+    cancelled: z.number().int(),
+    timed_out: z.number().int(),
+    prompt_tokens: z.number().int(),
+    completion_tokens: z.number().int(),
+    output_bytes: z.number().int(),
+    ttft_ms: percentiles,
+    duration_ms: percentiles,
+  }),
+);
+
+/** `GET /v1/usage` and `GET /admin/usage`. */
+export const usageReport = named(
+  'UsageReport',
+  'A usage report over [from, to).',
+  z.strictObject({
+    object: z.literal('list'),
+    from: iso,
+    to: iso,
+    group_by: z.array(z.enum(['model', 'key', 'day', 'hour', 'mode', 'status', 'org'])),
+    data: z.array(usageRow),
+  }),
+);

@@ -1,0 +1,26 @@
+import { InvalidArgumentError } from 'commander';
+
+/** Parses a whole number above 0 (commander's argParser: a bad value is a usage error). */
+export function positiveInt(value: string): number {
+  if (!/^[1-9][0-9]*$/.test(value)) {
+    throw new InvalidArgumentError('must be a positive integer');
+  }
+  return Number(value);
+}
+
+/** Parses `on` or `off` into a boolean. */
+export function onOff(value: string): boolean {
+  if (value !== 'on' && value !== 'off') {
+    throw new InvalidArgumentError('must be on or off');
+  }
+  return value === 'on';
+}
+
+/** Parses a comma-separated list of model ids. */
+export function modelList(value: string): string[] {
+  // Model ids never contain a comma (MODEL_ID); empty items (a trailing comma) are dropped.
+  return value
+    .split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
+}

@@ -1,0 +1,41 @@
+import type { Command } from 'commander';
+import { onOff, positiveInt } from '../arguments';
+import { adminCall } from '../runner';
+import type { Run } from '../runner';
+
+/** `model add|network|list|enable|disable`: the model catalog and its enablement per organization. */
+export function addModelCommands(program: Command, run: Run): void {
+  const admin = adminCall(run);
+  const model = program.command('model').description('the model catalog and its enablement per organization');
+  model
+    .command('add <model-id>')
+    .description('add a model to the catalog')
+    .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
+    .option('--owned-by <text>', 'owned_by as /v1/models shows it')
+    .option('--network', 'let network devices serve it too (default: only the direct devices of its orgs)')
+    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string; network?: boolean }) =>
+      admin((a) => a.models.add({ id, ...opts })),
+    );
+  model
+    .command('network')
+    .description(
+      'let network devices serve a model (on), or keep it to the direct devices of its organizations (off, the default)',
+    )
+    .argument('<model-id>', 'catalog model')
+    .argument('<on|off>', 'on or off', onOff)
+    .action((id: string, network: boolean) => admin((a) => a.models.update(id, { network })));
+  model
+    .command('list')
+    .description('list the catalog')
+    .action(() => admin((a) => a.models.list()));
+  model
+    .command('enable <model-id>')
+    .description('enable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.enable(id, opts.org)));
+  model
+    .command('disable <model-id>')
+    .description('disable a model for an organization')
+    .requiredOption('--org <org-name>', 'organization')
+    .action((id: string, opts: { org: string }) => admin((a) => a.models.disable(id, opts.org)));
+}

@@ -1,0 +1,30 @@
+import type { Provider } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { APP_CONFIG } from '../config/config';
+import type { AppConfig } from '../config/config';
+import { PgService } from '../prisma/pg.service';
+import { TASK_STREAM_TTL_S } from '../queues/queues';
+import { TaskRepository } from '../tasks/task-repository';
+import { REDIS } from './redis-connections';
+
+/** How long an ended task's state stays readable in Redis, while its record is written behind. */
+export const ENDED_TTL_MS = 10 * 60_000;
+
+/**
+ * The one TaskRepository of a process, on its command connection, with Postgres as the fallback for
+ * endings of tasks whose state Redis lost.
+ */
+export const taskRepositoryProvider: Provider = {
+  provide: TaskRepository,
+  inject: [REDIS, APP_CONFIG, PgService],
+  useFactory: (redis: Redis, config: AppConfig, db: PgService) =>
+    new TaskRepository(
+      redis,
+      {
+        liveTtlMs: config.QUEUE_TIMEOUT_MS + config.MAX_STREAM_MS + ENDED_TTL_MS,
+        endedTtlMs: ENDED_TTL_MS,
+        streamTtlS: TASK_STREAM_TTL_S,
+      },
+      db,
+    ),
+};

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, AppError, REDIS } from '@app/common';
+import { APP_CONFIG, AppError, REDIS, keys } from '@app/common';
 import type { AppConfig } from '@app/common';
 
 /** The dashboard's session cookie. `__Host-` would forbid it on plain HTTP, which a loopback admin listener is. */
@@ -16,7 +16,7 @@ export const SESSION_TTL_S = 12 * 3600;
  */
 export const CSRF_HEADER = 'x-switchyard-csrf';
 
-const key = (secret: string) => `sy:admin-session:${createHash('sha256').update(secret).digest('hex')}`;
+const key = (secret: string) => keys.adminSession(createHash('sha256').update(secret).digest('hex'));
 
 /**
  * What a session keeps of the admin token that opened it: an HMAC keyed by the token, over a label of

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, AppError, FailureLimit, REDIS } from '@app/common';
+import { APP_CONFIG, AppError, FailureLimit, REDIS, keys } from '@app/common';
 import type { AppConfig } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -26,7 +26,7 @@ export class AuthFailures {
     private readonly metrics: MetricsService,
   ) {
     const limit = (prefix: string) => new FailureLimit(redis, prefix, config.AUTH_FAILURES_PER_MINUTE, WINDOW_S);
-    this.limits = { api_key: limit('sy:rl:authfail'), admin: limit('sy:rl:adminfail') };
+    this.limits = { api_key: limit(keys.apiKeyFailures), admin: limit(keys.adminTokenFailures) };
   }
 
   /**

@@ -8,6 +8,7 @@ import {
   queueName,
   requirements,
   taskAddress,
+  taskDeadline,
   InstanceService,
 } from '@app/common';
 import type { AppConfig, ChatParams, Logger } from '@app/common';
@@ -113,7 +114,7 @@ export class IntakeService {
           stream: request.stream,
           line,
           apiInstance: this.instance.id,
-          deadline: Date.now() + this.config.QUEUE_TIMEOUT_MS + this.config.MAX_STREAM_MS + 60_000,
+          deadline: taskDeadline(this.config, Date.now()),
         },
         {
           v: 2,

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { APP_CONFIG, AppError, REDIS } from '@app/common';
+import { APP_CONFIG, AppError, REDIS, keys, taskLifetimeMs } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { LOGGER } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
@@ -62,13 +62,19 @@ export class LimitsService {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.redis.defineCommand('syAcquireSlot', { numberOfKeys: 1, lua: ACQUIRE_SLOT });
-    this.slotTtlMs = config.QUEUE_TIMEOUT_MS + config.MAX_STREAM_MS + 60_000;
+    // As long as a task may be in flight: a slot outlives no task that holds it.
+    this.slotTtlMs = taskLifetimeMs(config);
   }
 
   private rpmLimiter(points: number): RateLimiterRedis {
     let limiter = this.rpmLimiters.get(points);
     if (!limiter) {
-      limiter = new RateLimiterRedis({ storeClient: this.redis, keyPrefix: 'sy:rl:rpm', points, duration: 60 });
+      limiter = new RateLimiterRedis({
+        storeClient: this.redis,
+        keyPrefix: keys.requestsPerMinute,
+        points,
+        duration: 60,
+      });
       this.rpmLimiters.set(points, limiter);
     }
     return limiter;
@@ -91,7 +97,7 @@ export class LimitsService {
       this.takeRequest(orgId, limits),
       limits.concurrency === null
         ? NO_SLOT
-        : this.acquire(`sy:limit:concurrency:${orgId}`, taskId, limits.concurrency, () =>
+        : this.acquire(keys.concurrencySlots(orgId), taskId, limits.concurrency, () =>
             this.tooMany(
               'concurrency',
               `Too many concurrent requests: your organization may run ${limits.concurrency} at once.`,
@@ -100,7 +106,7 @@ export class LimitsService {
           ),
       limits.maxQueued === null
         ? NO_SLOT
-        : this.acquire(`sy:limit:queued:${orgId}:${model}`, taskId, limits.maxQueued, () =>
+        : this.acquire(keys.queuedSlots(orgId, model), taskId, limits.maxQueued, () =>
             this.tooMany(
               'queued',
               `Too many queued requests for '${model}': your organization may have ${limits.maxQueued} waiting.`,

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+// By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
+import { TASK_STATUSES } from '../../../../libs/common/src/tasks/task-statuses';
 import { named } from '../openapi/components';
 
 const iso = z.iso.datetime({ offset: true });
@@ -6,7 +8,7 @@ const nullableIso = iso.nullable();
 const uuid = z.uuid();
 
 /** A task's statuses, as its record and the usage reports name them. */
-export const taskStatus = z.enum(['queued', 'assigned', 'streaming', 'completed', 'failed', 'cancelled', 'timed_out']);
+export const taskStatus = z.enum(TASK_STATUSES);
 
 /** The fields of a task record that the tenant's view and the admin's share. */
 export const taskFields = {

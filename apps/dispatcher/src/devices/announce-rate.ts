@@ -2,7 +2,7 @@ import { ANNOUNCE_LIMITS } from '@app/common';
 
 /**
  * One device's allowance of announces (a token bucket holding ANNOUNCE_LIMITS.burst, refilled at
- * ANNOUNCE_LIMITS.perSecond; device-protocol.ts says why). Per connection: a device that reconnects
+ * ANNOUNCE_LIMITS.perSecond; protocol/messages.ts says why). Per connection: a device that reconnects
  * to get a fresh one pays a handshake each time, and its announces over the rate are strikes that end
  * in a cooling-off.
  */

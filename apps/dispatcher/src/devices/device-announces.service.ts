@@ -4,22 +4,20 @@ import type { AnnounceAck, AnnouncePayload, AppConfig, Logger, MessageReply } fr
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
-import { DeviceStates } from './device-states.service';
+import { DeviceServing } from './device-serving.service';
 import { DeviceStrikes } from './device-strikes.service';
-import { PresenceService } from './presence.service';
 
 /**
  * A device's announces: held to their rate (before the gateway validates them), the models decided
- * (AnnouncePolicy), then the session, its state and its presence updated and the registry's listener
- * told. Every refusal is answered in the ack.
+ * (AnnouncePolicy), answered in the ack, then served (DeviceServing). Every refusal is answered in
+ * the ack.
  */
 @Injectable()
 export class DeviceAnnounces {
   constructor(
     private readonly policy: AnnouncePolicy,
     private readonly registry: DeviceRegistry,
-    private readonly states: DeviceStates,
-    private readonly presence: PresenceService,
+    private readonly serving: DeviceServing,
     private readonly strikes: DeviceStrikes,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -62,8 +60,8 @@ export class DeviceAnnounces {
       return;
     }
     session.announcedModels = [...new Set(payload.models)];
-    session.serve(decision.models, payload.features, payload.available);
-    this.states.announced(session);
+    // The ack goes out before the dispatch module hears of the device (serve): a task it is given at
+    // once then reaches it after the ack.
     reply({
       ok: true,
       device_id: session.id,
@@ -82,9 +80,6 @@ export class DeviceAnnounces {
       },
       'device announced',
     );
-    this.registry.events.onAnnounced(session);
-    await this.presence
-      .publish(session)
-      .catch((err: unknown) => this.logger.error({ err, deviceId: session.id }, 'presence update failed'));
+    await this.serving.serve(session, decision.models, payload.features, payload.available);
   }
 }

@@ -6,6 +6,7 @@ import { DeviceAuth } from './device-auth.service';
 import { DeviceGateway } from './device.gateway';
 import { DeviceHandshake } from './device-handshake.service';
 import { DeviceRegistry } from './device-registry.service';
+import { DeviceServing } from './device-serving.service';
 import { DeviceStates } from './device-states.service';
 import { DeviceStrikes } from './device-strikes.service';
 import { DeviceHealth } from './device-health';
@@ -28,6 +29,7 @@ import { PresenceService } from './presence.service';
     DeviceHandshake,
     DeviceStrikes,
     AnnouncePolicy,
+    DeviceServing,
     DeviceAnnounces,
     PresenceService,
     PolicyRefresh,

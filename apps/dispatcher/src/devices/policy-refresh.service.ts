@@ -5,8 +5,7 @@ import type { Logger } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
-import { DeviceStates } from './device-states.service';
-import { PresenceService } from './presence.service';
+import { DeviceServing } from './device-serving.service';
 
 /** How often a slice of the connected devices has its models checked again. */
 const TICK_MS = 1_000;
@@ -16,7 +15,8 @@ const SLICE = 500;
 /**
  * What a device may serve changes without the device: an admin adds a model to the catalog, enables
  * or disables it for an org, restricts a device. Every connected device's announced models are
- * checked again in turn (a slice per second, one query per slice), and its presence follows.
+ * checked again in turn (a slice per second, one query per slice), and a change is served as an
+ * announce would be (DeviceServing).
  */
 @Injectable()
 export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
@@ -28,8 +28,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly registry: DeviceRegistry,
     private readonly policy: AnnouncePolicy,
-    private readonly presence: PresenceService,
-    private readonly states: DeviceStates,
+    private readonly serving: DeviceServing,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -86,13 +85,6 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
       return;
     }
     this.logger.info({ deviceId: session.id, models }, 'the models a device may serve changed');
-    session.serve(models, [...session.features], session.available);
-    this.states.announced(session);
-    this.registry.events.onAnnounced(session);
-    this.presence
-      .publish(session)
-      .catch((err: unknown) =>
-        this.logger.warn({ err: (err as Error).message, deviceId: session.id }, 'presence update failed'),
-      );
+    void this.serving.serve(session, models, [...session.features], session.available);
   }
 }

@@ -12,7 +12,6 @@ export class Assignment {
   readonly early: TaskEvent[] = [];
   /** The device acknowledged the assignment. */
   accepted = false;
-  ackTimer: NodeJS.Timeout | null = null;
   ended = false;
   /** Settles when the claim does (accepted: `attempt` is set; refused: it stays 0). */
   readonly claimed: Promise<void>;

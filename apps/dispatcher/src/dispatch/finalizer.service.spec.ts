@@ -331,20 +331,6 @@ describe('Finalizer', () => {
     expect(states.writer.closings.map((c) => c.kind)).toEqual(['requeue']);
   });
 
-  it('clears a pending ack timer', async () => {
-    jest.useFakeTimers();
-    try {
-      const t = setup();
-      let fired = false;
-      t.a.ackTimer = setTimeout(() => (fired = true), 1_000);
-      await t.finalizer.end(t.a, { kind: 'cancelled' });
-      jest.advanceTimersByTime(2_000);
-      expect(fired).toBe(false);
-    } finally {
-      jest.useRealTimers();
-    }
-  });
-
   it('a job that cannot be moved is logged once as a warning; the ending is still counted', async () => {
     const t = setup();
     t.jobs.fail = new Error('Missing lock for job job-1');

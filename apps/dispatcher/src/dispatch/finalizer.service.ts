@@ -44,9 +44,6 @@ export class Finalizer {
       return Promise.resolve();
     }
     a.ended = true;
-    if (a.ackTimer) {
-      clearTimeout(a.ackTimer);
-    }
     if ((outcome.kind === 'failed' && outcome.stop) || outcome.kind === 'cancelled') {
       a.session.send('task:cancel', { task_address: a.address });
     }

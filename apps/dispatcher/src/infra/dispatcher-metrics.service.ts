@@ -27,7 +27,7 @@ export class DispatcherMetrics {
 
   readonly invalidEvents = new Counter({
     name: 'switchyard_device_invalid_events_total',
-    help: 'Events from devices rejected: malformed, out of order, for a task they do not hold, over budget',
+    help: 'Events from devices rejected, by reason (docs/operations.md lists them): each is a strike',
     labelNames: ['reason'],
     registers: [this.registry],
   });
@@ -47,7 +47,7 @@ export class DispatcherMetrics {
 
   readonly takeovers = new Counter({
     name: 'switchyard_takeover_tasks_total',
-    help: 'Tasks of dead dispatchers or abandoned by dead apis, by what became of them',
+    help: 'Tasks of dead dispatchers taken over by a survivor, by what became of them',
     labelNames: ['result'],
     registers: [this.registry],
   });

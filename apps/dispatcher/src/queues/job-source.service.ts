@@ -8,8 +8,8 @@ import {
   FairShare,
   LOGGER,
   LineQueues,
-  QUEUE_PREFIX,
   STALLED_INTERVAL_MS,
+  keyPart,
   keys,
   LINES_REDIS,
   REDIS,
@@ -17,9 +17,6 @@ import {
 import type { AppConfig, ChatJobData, Logger } from '@app/common';
 
 export type ChatJob = Job<ChatJobData>;
-
-/** Held by the dispatcher whose turn it is to sweep the lines for stalled jobs. */
-const STALLED_SWEEP_KEY = 'sy:stalled-sweep';
 
 /** Picks that came back empty (another dispatcher took the job first) before giving up for now. */
 const MAX_EMPTY_PICKS = 3;
@@ -106,17 +103,17 @@ export class JobSource implements OnModuleDestroy {
    */
   async recoverStalled(): Promise<number> {
     // One dispatcher of all sweeps per interval: the scan reads the whole keyspace.
-    const turn = await this.redis.set(STALLED_SWEEP_KEY, this.sweeper, 'PX', STALLED_INTERVAL_MS - 1_000, 'NX');
+    const turn = await this.redis.set(keys.stalledSweep, this.sweeper, 'PX', STALLED_INTERVAL_MS - 1_000, 'NX');
     if (turn === null) {
       return 0;
     }
     let cursor = '0';
     let moved = 0;
     do {
-      const [next, found] = await this.redis.scan(cursor, 'MATCH', `${QUEUE_PREFIX}:chat.*:active`, 'COUNT', 1000);
+      const [next, found] = await this.redis.scan(cursor, 'MATCH', keys.lineActive('chat.*'), 'COUNT', 1000);
       cursor = next;
       for (const key of found) {
-        const line = key.slice(QUEUE_PREFIX.length + 1, -':active'.length);
+        const line = keyPart(keys.lineActive, key);
         const ids = await this.lines.get(line).recoverStalled();
         if (ids.length > 0) {
           moved += ids.length;

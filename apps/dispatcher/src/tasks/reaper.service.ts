@@ -1,15 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, PgService, TaskRepository, keys, REDIS } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, keys, REDIS, taskLifetimeMs } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { JobSource } from '../queues/job-source.service';
 
 /** How often tasks past their deadline are looked for, and how many at a time. */
 const REAP_INTERVAL_MS = 30_000;
 const REAP_BATCH = 200;
-/** Past a task's deadline, how long the reaper waits before it ends a record Redis has lost. */
-const REAP_MARGIN_MS = 60_000;
 
 /**
  * Ends tasks nobody can end any more: past their deadline (the queue timeout plus the longest a
@@ -24,7 +22,6 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly tasks: TaskRepository,
     private readonly jobs: JobSource,
-    private readonly db: PgService,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -45,15 +42,10 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
 
   async reap(now = Date.now()): Promise<number> {
     let ended = 0;
-    for (const taskId of await this.tasks.overdue(now, REAP_BATCH)) {
-      const task = await this.tasks.get(taskId);
-      if (!task) {
-        await this.redis.zrem(keys.liveTasks, taskId);
-        continue;
-      }
+    for (const task of await this.tasks.overdue(now, REAP_BATCH)) {
       const queued = task.status === 'queued';
       const result = await this.tasks.end(
-        taskId,
+        task.id,
         { status: 'timed_out', errorCode: queued ? 'queue_timeout' : 'stream_timeout' },
         'any',
       );
@@ -62,10 +54,10 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
       }
       ended++;
       if (queued) {
-        await (await this.jobs.find(task.line, taskId))?.remove();
+        await (await this.jobs.find(task.line, task.id))?.remove();
       } else {
         // A dispatcher may still hold it: its device is told to stop.
-        await this.redis.publish(keys.cancelChannel, taskId);
+        await this.redis.publish(keys.cancelChannel, task.id);
       }
     }
     ended += await this.reapLost(now);
@@ -81,20 +73,14 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Records past their deadline whose task Redis no longer knows (it lost them in a restart without
-   * persistence): they end in Postgres (see TaskRepository.end).
+   * Records past their deadline (reckoned from queued_at) whose task Redis no longer knows (it lost
+   * them in a restart without persistence): they end in Postgres (see TaskRepository.end).
    */
   private async reapLost(now: number): Promise<number> {
-    const { rows } = await this.db.sql<{ id: string; status: string }>(
-      `SELECT id, status FROM tasks WHERE status IN ('queued', 'assigned', 'streaming') AND queued_at < $1 LIMIT $2`,
-      [new Date(now - this.config.QUEUE_TIMEOUT_MS - this.config.MAX_STREAM_MS - REAP_MARGIN_MS), REAP_BATCH],
-    );
     let ended = 0;
-    for (const row of rows) {
-      if ((await this.redis.exists(keys.taskState(row.id))) === 0) {
-        const code = row.status === 'queued' ? 'queue_timeout' : 'stream_timeout';
-        ended += (await this.tasks.end(row.id, { status: 'timed_out', errorCode: code }, 'any')).ok ? 1 : 0;
-      }
+    for (const row of await this.tasks.lostRecords(now - taskLifetimeMs(this.config), REAP_BATCH)) {
+      const code = row.status === 'queued' ? 'queue_timeout' : 'stream_timeout';
+      ended += (await this.tasks.end(row.id, { status: 'timed_out', errorCode: code }, 'any')).ok ? 1 : 0;
     }
     return ended;
   }

@@ -66,7 +66,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
         if (dead === this.instance.id) {
           continue;
         }
-        const won = await this.redis.set(`sy:takeover:${dead}`, this.instance.id, 'PX', TAKEOVER_LOCK_MS, 'NX');
+        const won = await this.redis.set(keys.takeoverLock(dead), this.instance.id, 'PX', TAKEOVER_LOCK_MS, 'NX');
         if (won) {
           await this.takeOver(dead);
         }
@@ -86,7 +86,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
       if (task && task.dispatcherId === dead && (task.status === 'assigned' || task.status === 'streaming')) {
         await this.rescue(task);
       }
-      await this.redis.srem(keys.heldBy(dead), taskId);
+      await this.tasks.release(dead, taskId);
     }
     await this.instance.forget(dead);
   }

@@ -1,7 +1,9 @@
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors/app-error';
+import { DeviceStateRepository } from '../live/device-state-repository';
+import type { DeviceLive } from '../live/device-state-repository';
 import { LiveState } from '../live/live-state';
-import type { DeviceLive, QueueLive } from '../live/live-state';
+import type { QueueLive } from '../live/live-state';
 import { NETWORK_POOL } from '../queues/queues';
 import { AdminDevicesService } from './devices.service';
 import type { DeviceRecord } from './devices.service';
@@ -36,10 +38,12 @@ export interface FleetQueue {
 /**
  * The operators' live view of the fleet: which devices are online and what each is doing, and what
  * is queued for which model. Registrations come from Postgres, live state from what the dispatchers
- * keep in Redis (LiveState); the admin HTTP API, the CLI and the dashboard all read it here.
+ * keep in Redis (DeviceStateRepository, LiveState); the admin HTTP API, the CLI and the dashboard all
+ * read it here.
  */
 export class AdminFleetService {
   private readonly live: LiveState;
+  private readonly states: DeviceStateRepository;
   private readonly devices: AdminDevicesService;
 
   constructor(
@@ -47,18 +51,19 @@ export class AdminFleetService {
     redis: Redis,
   ) {
     this.live = new LiveState(redis);
+    this.states = new DeviceStateRepository(redis);
     this.devices = new AdminDevicesService(sql);
   }
 
   async listDevices(): Promise<FleetDevice[]> {
     const records = await this.devices.list();
-    const live = await this.read(() => this.live.devices(records.map((d) => d.id)));
+    const live = await this.read(() => this.states.live(records.map((d) => d.id)));
     return records.map((d) => ({ ...d, ...live.get(d.id)! }));
   }
 
   async showDevice(id: string): Promise<FleetDevice> {
     const record = await this.devices.show(id);
-    const live = await this.read(() => this.live.devices([id]));
+    const live = await this.read(() => this.states.live([id]));
     return { ...record, ...live.get(id)! };
   }
 

@@ -1,9 +1,12 @@
+import { ERROR_STATUSES, sqlStatusList } from '../tasks/task-statuses';
 import type { Sql } from './sql';
 
 /** The traffic charts' window: the last hour, by minute. */
 const WINDOW_MIN = 60;
 /** The latest failures the dashboard lists. */
 const FAILURES = 20;
+/** The endings the charts count as errors. */
+const ERRORS = sqlStatusList(ERROR_STATUSES);
 
 interface BucketRow {
   at: Date;
@@ -28,7 +31,7 @@ export class AdminTrafficService {
     const [buckets, codes, failures] = await Promise.all([
       this.sql.query<BucketRow>(
         `SELECT date_trunc('minute', queued_at) AS at, count(*) AS requests,
-           count(*) FILTER (WHERE status IN ('failed', 'timed_out')) AS errors,
+           count(*) FILTER (WHERE status IN ${ERRORS}) AS errors,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_token_at - queued_at) * 1000) AS ttft_p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM first_token_at - queued_at) * 1000) AS ttft_p95,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - queued_at) * 1000) AS dur_p50,
@@ -50,7 +53,7 @@ export class AdminTrafficService {
       }>(
         `SELECT t.address, o.name AS org, t.model_id, t.status, t.error_code, t.queued_at, t.finished_at
          FROM tasks t JOIN organizations o ON o.id = t.org_id
-         WHERE t.status IN ('failed', 'timed_out') ORDER BY t.queued_at DESC LIMIT ${FAILURES}`,
+         WHERE t.status IN ${ERRORS} ORDER BY t.queued_at DESC LIMIT ${FAILURES}`,
       ),
     ]);
     const ms = (v: number | null) => (v === null ? null : Math.round(Number(v)));

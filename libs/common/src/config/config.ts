@@ -25,7 +25,9 @@ export const configSchema = z
   .object({
     DATABASE_URL: url(['postgresql:', 'postgres:'], 'postgresql://postgres@127.0.0.1:5432/switchyard'),
     REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+    /** Port of the api's HTTP server. */
     API_PORT: port(8080),
+    /** Port of the dispatcher: its /healthz, /metrics and the devices' socket.io endpoint. */
     DISPATCHER_PORT: port(8081),
     /** Address the HTTP servers listen on. */
     HOST: z.string().min(1).default('0.0.0.0'),
@@ -61,8 +63,9 @@ export const configSchema = z
     TASK_IDLE_TIMEOUT_MS: positiveMs(120_000),
     /** A request (queue wait included) that has not finished after this long is ended with 504 stream_timeout. */
     MAX_STREAM_MS: positiveMs(600_000),
-    /** Request caps: messages per request, and characters of text across them. */
+    /** Most messages in one request (400 beyond). */
     MAX_MESSAGES: z.coerce.number().int().min(1).default(1_000),
+    /** Most characters of message content in one request, all messages together (400 beyond). */
     MAX_INPUT_CHARS: z.coerce.number().int().min(1).default(1_000_000),
     /** Request bodies above this many bytes are refused with 413. */
     BODY_LIMIT_BYTES: z.coerce
@@ -82,8 +85,9 @@ export const configSchema = z
       .int()
       .min(1024)
       .default(256 * 1024),
-    /** Each device's budget: events and bytes per second (bursts of one second's worth). */
+    /** Each device's budget of events per second (bursts of one second's worth); an event over it is dropped. */
     DEVICE_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).default(2_000),
+    /** Each device's budget of bytes per second, as its events measure on the wire (bursts of one second's worth). */
     DEVICE_MAX_BYTES_PER_SECOND: z.coerce
       .number()
       .int()

@@ -1,7 +1,5 @@
 import type { Provider } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { APP_CONFIG } from '../config/config';
-import type { AppConfig } from '../config/config';
 import { PgService } from '../prisma/pg.service';
 import { TASK_STREAM_TTL_S } from '../queues/queues';
 import { TaskRepository } from '../tasks/task-repository';
@@ -16,15 +14,7 @@ export const ENDED_TTL_MS = 10 * 60_000;
  */
 export const taskRepositoryProvider: Provider = {
   provide: TaskRepository,
-  inject: [REDIS, APP_CONFIG, PgService],
-  useFactory: (redis: Redis, config: AppConfig, db: PgService) =>
-    new TaskRepository(
-      redis,
-      {
-        liveTtlMs: config.QUEUE_TIMEOUT_MS + config.MAX_STREAM_MS + ENDED_TTL_MS,
-        endedTtlMs: ENDED_TTL_MS,
-        streamTtlS: TASK_STREAM_TTL_S,
-      },
-      db,
-    ),
+  inject: [REDIS, PgService],
+  useFactory: (redis: Redis, db: PgService) =>
+    new TaskRepository(redis, { endedTtlMs: ENDED_TTL_MS, streamTtlS: TASK_STREAM_TTL_S }, db),
 };

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { QUEUE_PREFIX, queueOfLine } from './queues';
+import { keys, luaKey } from '../redis/keys';
+import { queueOfLine } from './queues';
 
 /**
  * Fair share across the organizations of a queue, shared by every dispatcher through Redis: start-time
@@ -9,34 +10,36 @@ import { QUEUE_PREFIX, queueOfLine } from './queues';
  * starts at the larger of the queue's virtual time and its own pass when it went idle: it gets its
  * turn soon, but neither a credit for the time it was away nor a fresh start that skips what it used.
  *
- * Keys, per queue: `sy:fair:{queue}` (sorted set of backlogged lines by pass), `sy:fairs:{queue}`
- * (hash: each line's stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And
- * `sy:backlog`: queues with backlogged lines, for the dispatchers' safety sweep. The wait list of a
- * line is BullMQ's (`sy:{line}:wait`, oldest at the right end).
+ * Keys, per queue: keys.fairPasses (sorted set of backlogged lines by pass), keys.fairState (hash:
+ * each line's stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And
+ * keys.backlog: queues with backlogged lines, for the dispatchers' safety sweep. The wait list of a
+ * line is BullMQ's (keys.lineWait, oldest at the right end).
  */
 export const STRIDE_SCALE = 1_000;
 
+/** Fair share's keys (keys.fairPasses, keys.fairState, keys.backlog), by their role here. */
 export const fairKeys = {
-  passes: (queue: string) => `sy:fair:${queue}`,
-  state: (queue: string) => `sy:fairs:${queue}`,
-  backlog: 'sy:backlog',
+  passes: keys.fairPasses,
+  state: keys.fairState,
+  backlog: keys.backlog,
 };
 
-const waitKey = `ARGV[2] .. ':' .. line .. ':wait'`;
+/** A line's wait list, named in the scripts from the line they read. */
+const waitKey = luaKey(keys.lineWait, 'line');
 
-/** KEYS: passes, state, backlog. ARGV: queue, prefix, line, stride, now. */
+/** KEYS: passes, state, backlog. ARGV: queue, line, stride, now. */
 const ENQUEUE = `
-local line = ARGV[3]
-redis.call('HSET', KEYS[2], line, ARGV[4])
+local line = ARGV[2]
+redis.call('HSET', KEYS[2], line, ARGV[3])
 if not redis.call('ZSCORE', KEYS[1], line) then
   local v = tonumber(redis.call('HGET', KEYS[2], '_v') or '0')
   local last = tonumber(redis.call('HGET', KEYS[2], 'p:' .. line) or '0')
   redis.call('ZADD', KEYS[1], math.max(v, last), line)
 end
-redis.call('ZADD', KEYS[3], 'NX', ARGV[5], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
 return 1`;
 
-/** KEYS: passes, state, backlog. ARGV: queue, prefix. Returns the line to take from, or nil. */
+/** KEYS: passes, state, backlog. ARGV: queue. Returns the line to take from, or nil. */
 const PICK = `
 local lines = redis.call('ZRANGE', KEYS[1], 0, 31, 'WITHSCORES')
 for i = 1, #lines, 2 do
@@ -55,10 +58,10 @@ return false`;
 
 /**
  * A job was taken from a line without a pick (a device was idle when it came). KEYS as above. ARGV:
- * queue, prefix, line. Returns how many lines of the queue have jobs waiting still (0: none).
+ * queue, line. Returns how many lines of the queue have jobs waiting still (0: none).
  */
 const CHARGE = `
-local line = ARGV[3]
+local line = ARGV[2]
 local pass = redis.call('ZSCORE', KEYS[1], line)
 if not pass then return redis.call('ZCARD', KEYS[1]) end
 pass = tonumber(pass)
@@ -73,9 +76,9 @@ else
 end
 return redis.call('ZCARD', KEYS[1])`;
 
-/** A job went back to the head of its line: the line gets its turn back. KEYS as above. ARGV: queue, prefix, line, now. */
+/** A job went back to the head of its line: the line gets its turn back. KEYS as above. ARGV: queue, line, now. */
 const REFUND = `
-local line = ARGV[3]
+local line = ARGV[2]
 local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
 local v = tonumber(redis.call('HGET', KEYS[2], '_v') or '0')
 local pass = redis.call('ZSCORE', KEYS[1], line)
@@ -84,7 +87,7 @@ if pass then
 else
   redis.call('ZADD', KEYS[1], v, line)
 end
-redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[1])
 return 1`;
 
 /**
@@ -103,24 +106,24 @@ type Fair = Redis & {
     b: string,
     c: string,
     queue: string,
-    prefix: string,
     line: string,
     stride: number,
     now: number,
   ): Promise<number>;
-  syFairPick(a: string, b: string, c: string, queue: string, prefix: string): Promise<string | null>;
-  syFairCharge(a: string, b: string, c: string, queue: string, prefix: string, line: string): Promise<number>;
-  syFairRefund(
-    a: string,
-    b: string,
-    c: string,
-    queue: string,
-    prefix: string,
-    line: string,
-    now: number,
-  ): Promise<number>;
+  syFairPick(a: string, b: string, c: string, queue: string): Promise<string | null>;
+  syFairCharge(a: string, b: string, c: string, queue: string, line: string): Promise<number>;
+  syFairRefund(a: string, b: string, c: string, queue: string, line: string, now: number): Promise<number>;
   syFairPosition(wait: string, jobId: string): Promise<number | null>;
 };
+
+/** A line of a queue as the operators' view shows it. */
+export interface LineBacklog {
+  line: string;
+  /** Jobs waiting in it. */
+  waiting: number;
+  /** When its oldest waiting job was added (epoch ms), or null when none waits. */
+  oldestAddedAt: number | null;
+}
 
 /** The stride of an organization of this weight (1-100). */
 export function strideOf(weight: number): number {
@@ -140,18 +143,18 @@ export class FairShare {
   }
 
   private static keys(queue: string): [string, string, string] {
-    return [fairKeys.passes(queue), fairKeys.state(queue), fairKeys.backlog];
+    return [keys.fairPasses(queue), keys.fairState(queue), keys.backlog];
   }
 
   /** The line has a job, at this weight (issued at once, so that it follows the job on the same connection). */
   enqueue(line: string, weight: number): Promise<number> {
     const queue = queueOfLine(line);
-    return this.redis.syFairEnqueue(...FairShare.keys(queue), queue, QUEUE_PREFIX, line, strideOf(weight), Date.now());
+    return this.redis.syFairEnqueue(...FairShare.keys(queue), queue, line, strideOf(weight), Date.now());
   }
 
   /** The line whose turn it is in a queue (charged for one job), or null when no line has a job. */
   pick(queue: string): Promise<string | null> {
-    return this.redis.syFairPick(...FairShare.keys(queue), queue, QUEUE_PREFIX);
+    return this.redis.syFairPick(...FairShare.keys(queue), queue);
   }
 
   /**
@@ -160,34 +163,51 @@ export class FairShare {
    */
   async charge(line: string): Promise<boolean> {
     const queue = queueOfLine(line);
-    return (await this.redis.syFairCharge(...FairShare.keys(queue), queue, QUEUE_PREFIX, line)) > 0;
+    return (await this.redis.syFairCharge(...FairShare.keys(queue), queue, line)) > 0;
   }
 
   /** A job went back to the head of its line: the line gets its turn back. */
   async refund(line: string): Promise<void> {
     const queue = queueOfLine(line);
-    await this.redis.syFairRefund(...FairShare.keys(queue), queue, QUEUE_PREFIX, line, Date.now());
+    await this.redis.syFairRefund(...FairShare.keys(queue), queue, line, Date.now());
   }
 
   /** Where a waiting job stands in its own line (1 = its line's next), or null when it is not waiting. */
   position(line: string, jobId: string): Promise<number | null> {
-    return this.redis.syFairPosition(`${QUEUE_PREFIX}:${line}:wait`, jobId);
+    return this.redis.syFairPosition(keys.lineWait(line), jobId);
   }
 
   /** The jobs waiting in a queue, all lines together. */
   async depth(queue: string): Promise<number> {
-    const lines = await this.redis.zrange(fairKeys.passes(queue), 0, -1);
+    const lines = await this.redis.zrange(keys.fairPasses(queue), 0, -1);
     if (lines.length === 0) {
       return 0;
     }
     const pipeline = this.redis.pipeline();
-    lines.forEach((line) => pipeline.llen(`${QUEUE_PREFIX}:${line}:wait`));
+    lines.forEach((line) => pipeline.llen(keys.lineWait(line)));
     const replies = (await pipeline.exec()) ?? [];
     return replies.reduce((n, [, count]) => n + Number(count ?? 0), 0);
   }
 
-  /** Queues with a backlog, for a dispatcher's safety sweep. */
+  /** Queues with a backlog (at most `limit` of them), for a dispatcher's safety sweep and the operators' view. */
   backlogged(limit = 10_000): Promise<string[]> {
-    return this.redis.zrange(fairKeys.backlog, 0, limit - 1);
+    return this.redis.zrange(keys.backlog, 0, Number.isFinite(limit) ? limit - 1 : -1);
+  }
+
+  /**
+   * The lines of a queue that are backlogged (or were at the last pick), with how many jobs wait in
+   * each and since when the oldest does: the operators' view of the queue.
+   */
+  async lines(queue: string): Promise<LineBacklog[]> {
+    const lines = await this.redis.zrange(keys.fairPasses(queue), 0, -1);
+    const backlogs: LineBacklog[] = [];
+    for (const line of lines) {
+      const wait = keys.lineWait(line);
+      const [waiting, oldestId] = await Promise.all([this.redis.llen(wait), this.redis.lindex(wait, -1)]);
+      // BullMQ's job hash keeps when the job was added.
+      const added = oldestId ? await this.redis.hget(keys.lineJob(line, oldestId), 'timestamp') : null;
+      backlogs.push({ line, waiting, oldestAddedAt: added ? Number(added) : null });
+    }
+    return backlogs;
   }
 }

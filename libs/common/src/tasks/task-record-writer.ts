@@ -28,7 +28,10 @@ const PAUSE_AFTER_FAILURE_MS = 2 * ABANDONED_MS;
 
 /** Something that runs SQL on Postgres (PgService, or a pg Pool). */
 export interface SqlRunner {
-  sql(text: string, values?: unknown[]): Promise<{ rowCount: number | null }>;
+  sql<R extends object = Record<string, unknown>>(
+    text: string,
+    values?: unknown[],
+  ): Promise<{ rowCount: number | null; rows: R[] }>;
 }
 
 const UPSERT = `

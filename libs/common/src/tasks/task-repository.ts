@@ -5,7 +5,9 @@ import { keys } from '../redis/keys';
 import type { SqlRunner } from './task-record-writer';
 import type { EndGuard, Ending, NewTask, StreamFields, TaskSnapshot, TransitionResult } from './task-state';
 import { parseSnapshot } from './task-state';
-import { creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
+import { LIVE_STATUSES, sqlStatusList } from './task-statuses';
+import type { LiveStatus } from './task-statuses';
+import { claimPairs, creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
 import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 
 /**
@@ -16,8 +18,6 @@ import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 const ROW_WAITS_MS = [300, 700, 1_000];
 
 export interface TaskRepositoryOptions {
-  /** How long a live task's state is kept at most (its deadline plus a margin). */
-  liveTtlMs: number;
   /** How long an ended task's state stays readable (while its record is written). */
   endedTtlMs: number;
   /** How long a task's event stream lives after its last event. */
@@ -45,7 +45,9 @@ interface TransitionCommand {
 /**
  * The one owner of a task's transitions: create, claim, first output, requeue and every ending. The
  * api and the dispatchers call it; nothing else changes a task. Each call is one Redis round trip
- * (see TASK_TRANSITIONS_LUA); the Postgres record follows from the records stream.
+ * (see TASK_TRANSITIONS_LUA); the Postgres record follows from the records stream. It owns the task
+ * indexes too (the live set, the dispatchers' held sets): the reaper and the takeover sweep them
+ * through it (overdue, release), never behind the script's back.
  */
 export class TaskRepository {
   private readonly redis: Redis & TransitionCommand;
@@ -101,8 +103,7 @@ export class TaskRepository {
    * of the attempt) is written to the task's stream only if the claim is accepted.
    */
   claim(taskId: string, by: { deviceId: string; dispatcherId: string; token: string }): Promise<TransitionResult> {
-    const pairs = ['dev', by.deviceId, 'disp', by.dispatcherId, 'tok', by.token];
-    return this.run(taskId, 'claim', '', pairs);
+    return this.run(taskId, 'claim', '', claimPairs(by));
   }
 
   /** The first output of an attempt: written with the entry that carries it. */
@@ -161,13 +162,56 @@ export class TaskRepository {
     return parseSnapshot(await this.redis.hgetall(keys.taskState(taskId)));
   }
 
-  /** The tasks a dispatcher holds. */
+  /** The tasks a dispatcher holds (its held set, kept by the transitions). */
   heldBy(dispatcherId: string): Promise<string[]> {
     return this.redis.smembers(keys.heldBy(dispatcherId));
   }
 
-  /** Tasks past their deadline that nobody ended (their api died with them). */
-  overdue(now: number, limit: number): Promise<string[]> {
-    return this.redis.zrangebyscore(keys.liveTasks, '-inf', now, 'LIMIT', 0, limit);
+  /**
+   * A dead dispatcher's hold on a task is over: a survivor rescued the task (its requeue or ending
+   * left the set already) or found nothing to rescue (the task ended, moved on, or its state is gone).
+   */
+  async release(dispatcherId: string, taskId: string): Promise<void> {
+    await this.redis.srem(keys.heldBy(dispatcherId), taskId);
+  }
+
+  /**
+   * Tasks in flight past their deadline (see taskDeadline) that nobody ended: their api died with
+   * them. The entries of the live set whose state is gone (it expired, or Redis lost it) leave it on
+   * the way: nothing else would remove them.
+   */
+  async overdue(now: number, limit: number): Promise<TaskSnapshot[]> {
+    const overdue: TaskSnapshot[] = [];
+    for (const taskId of await this.redis.zrangebyscore(keys.liveTasks, '-inf', now, 'LIMIT', 0, limit)) {
+      const task = await this.get(taskId);
+      if (task) {
+        overdue.push(task);
+      } else {
+        await this.redis.zrem(keys.liveTasks, taskId);
+      }
+    }
+    return overdue;
+  }
+
+  /**
+   * Postgres records still in flight, queued before `queuedBefore` (epoch ms), whose state Redis no
+   * longer has (lost in a restart without persistence): ended with end(), they end in Postgres. None
+   * without Postgres.
+   */
+  async lostRecords(queuedBefore: number, limit: number): Promise<{ id: string; status: LiveStatus }[]> {
+    if (!this.records) {
+      return [];
+    }
+    const { rows } = await this.records.sql<{ id: string; status: LiveStatus }>(
+      `SELECT id, status FROM tasks WHERE status IN ${sqlStatusList(LIVE_STATUSES)} AND queued_at < $1 LIMIT $2`,
+      [new Date(queuedBefore), limit],
+    );
+    const lost: { id: string; status: LiveStatus }[] = [];
+    for (const row of rows) {
+      if ((await this.redis.exists(keys.taskState(row.id))) === 0) {
+        lost.push(row);
+      }
+    }
+    return lost;
   }
 }

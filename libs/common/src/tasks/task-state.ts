@@ -1,4 +1,6 @@
 import type { TaskApi, TaskMode, TaskStatus } from '../prisma/generated/enums';
+import { taskStateCodec } from './task-state-codec';
+import type { EndedStatus } from './task-statuses';
 
 /** What a new task starts with (its job is enqueued right after). */
 export interface NewTask {
@@ -14,13 +16,13 @@ export interface NewTask {
   line: string;
   /** The api instance holding the client. */
   apiInstance: string;
-  /** Past this (epoch ms) nobody can still end the task: the reaper does. */
+  /** Past this (epoch ms) nobody can still end the task: the reaper does (see taskDeadline). */
   deadline: number;
 }
 
 /** How a task ended. */
 export interface Ending {
-  status: Extract<TaskStatus, 'completed' | 'failed' | 'cancelled' | 'timed_out'>;
+  status: EndedStatus;
   errorCode?: string | null;
   finishReason?: string | null;
   promptTokens?: number | null;
@@ -73,41 +75,11 @@ export type TransitionResult =
 /** An event for the task's stream, as XADD field/value pairs (see encodeStreamEntry). */
 export type StreamFields = string[];
 
-const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
-const date = (v: string | undefined) => (v === undefined || v === '' ? null : new Date(Number(v)));
-
-/** Parses the hash of a task's state (field names as the transitions script writes them). */
+/** Parses the hash of a task's state (see taskStateCodec); null when it holds no task (expired, never created). */
 export function parseSnapshot(h: Record<string, string>): TaskSnapshot | null {
-  if (!h.id || !h.st) {
+  if (!h[taskStateCodec.names.id] || !h[taskStateCodec.names.status]) {
     return null;
   }
-  return {
-    id: h.id,
-    address: h.addr,
-    orgId: h.org,
-    apiKeyId: h.key || null,
-    modelId: h.model,
-    mode: h.mode as TaskMode,
-    api: h.api as TaskApi,
-    stream: h.stream === '1',
-    line: h.line,
-    apiInstance: h.apiid,
-    status: h.st as TaskStatus,
-    version: Number(h.ver),
-    attempts: Number(h.att),
-    deviceId: h.dev || null,
-    dispatcherId: h.disp || null,
-    token: h.tok || null,
-    finishReason: h.fr || null,
-    errorCode: h.err || null,
-    promptTokens: num(h.pt),
-    completionTokens: num(h.ct),
-    outputSha256: h.sha || null,
-    outputBytes: num(h.ob),
-    usageSource: (h.us as 'device' | 'relay' | undefined) || null,
-    queuedAt: new Date(Number(h.q)),
-    assignedAt: date(h.as),
-    firstTokenAt: date(h.ft),
-    finishedAt: date(h.fin),
-  };
+  const { deadline: _deadline, ...snapshot } = taskStateCodec.decode(h);
+  return snapshot;
 }

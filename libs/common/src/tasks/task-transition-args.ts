@@ -1,60 +1,51 @@
 import { ENDED_VERSION } from './task-transitions.lua';
 import type { EndGuard, Ending, NewTask } from './task-state';
+import { taskStateCodec } from './task-state-codec';
+import { LIVE_STATUSES } from './task-statuses';
 
 /**
  * How the repository's calls become the arguments of TASK_TRANSITIONS_LUA and of the Postgres
  * fallback: pure functions, so that the encoding is tested without Redis (see task-transition-args.spec.ts).
- * Field names are the short ones the script and parseSnapshot use.
+ * Field names and values are taskStateCodec's.
  */
 
 /** The field/value pairs of a new task, preceded by their count. */
-export function creationArgs(task: NewTask): [number, ...(string | number)[]] {
-  const pairs = [
-    'id',
-    task.id,
-    'addr',
-    task.address,
-    'org',
-    task.orgId,
-    'key',
-    task.apiKeyId ?? '',
-    'model',
-    task.modelId,
-    'mode',
-    task.mode,
-    'api',
-    task.api,
-    'stream',
-    task.stream ? '1' : '0',
-    'line',
-    task.line,
-    'apiid',
-    task.apiInstance,
-    'dl',
-    task.deadline,
-  ];
+export function creationArgs(task: NewTask): [number, ...string[]] {
+  const pairs = taskStateCodec.pairs({
+    id: task.id,
+    address: task.address,
+    orgId: task.orgId,
+    apiKeyId: task.apiKeyId,
+    modelId: task.modelId,
+    mode: task.mode,
+    api: task.api,
+    stream: task.stream,
+    line: task.line,
+    apiInstance: task.apiInstance,
+    deadline: task.deadline,
+  });
   return [pairs.length / 2, ...pairs];
 }
 
-/** The fields an ending sets: its status, then only the values it has. */
-export function endingPairs(ending: Ending): (string | number)[] {
-  const pairs: (string | number)[] = ['st', ending.status];
-  const optional: [string, string | number | null | undefined][] = [
-    ['err', ending.errorCode],
-    ['fr', ending.finishReason],
-    ['pt', ending.promptTokens],
-    ['ct', ending.completionTokens],
-    ['sha', ending.outputSha256],
-    ['ob', ending.outputBytes],
-    ['us', ending.usageSource],
-    ['ft', ending.firstTokenAt],
-  ];
-  for (const [field, value] of optional) {
-    if (value !== null && value !== undefined) {
-      pairs.push(field, value);
-    }
-  }
-  return pairs;
+/** The fields an ending sets: its status, then only the values it has (a missing value never erases one). */
+export function endingPairs(ending: Ending): string[] {
+  return taskStateCodec.pairs({
+    status: ending.status,
+    errorCode: ending.errorCode ?? undefined,
+    finishReason: ending.finishReason ?? undefined,
+    promptTokens: ending.promptTokens ?? undefined,
+    completionTokens: ending.completionTokens ?? undefined,
+    outputSha256: ending.outputSha256 ?? undefined,
+    outputBytes: ending.outputBytes ?? undefined,
+    usageSource: ending.usageSource ?? undefined,
+    firstTokenAt:
+      ending.firstTokenAt === null || ending.firstTokenAt === undefined ? undefined : new Date(ending.firstTokenAt),
+  });
+}
+
+/** The fields a claim sets: the assignment's device, dispatcher and lock token. */
+export function claimPairs(by: { deviceId: string; dispatcherId: string; token: string }): string[] {
+  return taskStateCodec.pairs({ deviceId: by.deviceId, dispatcherId: by.dispatcherId, token: by.token });
 }
 
 /** An ending's guard as the script reads it: '' (any), 'queued', or 'attempt:<n>'. */
@@ -72,7 +63,7 @@ export function endRecordStatement(
   ending: Ending,
   guard: EndGuard,
 ): { text: string; values: unknown[] } {
-  const from = guard === 'queued' ? ['queued'] : ['queued', 'assigned', 'streaming'];
+  const from = guard === 'queued' ? ['queued'] : [...LIVE_STATUSES];
   return {
     text: `UPDATE tasks SET status = $2, error_code = COALESCE($3, error_code), finish_reason = COALESCE($4, finish_reason),
          prompt_tokens = COALESCE($5, prompt_tokens), completion_tokens = COALESCE($6, completion_tokens),

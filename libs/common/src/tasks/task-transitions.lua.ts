@@ -1,5 +1,10 @@
-import { liveKeys } from '../live/live-state';
-import { keys } from '../redis/keys';
+import { DEVICE_FIELDS } from '../live/device-state-codec';
+import { keys, luaKey } from '../redis/keys';
+import { TASK_FIELDS as F } from './task-state-codec';
+import { ENDED_STATUSES } from './task-statuses';
+
+/** The version of an ended task: higher than any state of any attempt. */
+export const ENDED_VERSION = 1_000_000_000;
 
 /**
  * Every transition of a task, atomically in Redis: the task's state hash is the authority while the
@@ -15,8 +20,9 @@ import { keys } from '../redis/keys';
  *
  * Returns {1, attempts} when accepted, {0, status} when refused (status '' when the task is unknown).
  *
- * Claims and endings also set the task held by the device in its live state (`sy:dev:{id}`, see
- * liveKeys), only while that state exists: its dispatcher writes the rest and renews it.
+ * Claims and endings also set the task held by the device in its live state (keys.deviceState), only
+ * while that state exists: its dispatcher writes the rest and renews it. Key names, field names
+ * (taskStateCodec, deviceStateCodec) and the terminal statuses (task-statuses.ts) come by template.
  *
  * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
  * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION.
@@ -24,7 +30,7 @@ import { keys } from '../redis/keys';
 export const TASK_TRANSITIONS_LUA = `
 local op, now, guard = ARGV[1], ARGV[2], ARGV[3]
 local t = KEYS[1]
-local st = redis.call('HGET', t, 'st')
+local st = redis.call('HGET', t, '${F.status}')
 local n = tonumber(ARGV[6])
 local fields = {}
 for i = 7, 6 + 2 * n do fields[#fields + 1] = ARGV[i] end
@@ -32,7 +38,7 @@ local event = {}
 for i = 7 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
 
 local function terminal(s)
-  return s == 'completed' or s == 'failed' or s == 'cancelled' or s == 'timed_out'
+  return ${ENDED_STATUSES.map((s) => `s == '${s}'`).join(' or ')}
 end
 local function refuse()
   return {0, st or ''}
@@ -45,19 +51,19 @@ local function record()
   end
 end
 local function held(s)
-  local f = redis.call('HMGET', t, 'id', 'disp', 'dev', 'addr')
+  local f = redis.call('HMGET', t, '${F.id}', '${F.dispatcherId}', '${F.deviceId}', '${F.address}')
   local id, d, dev, addr = f[1], f[2], f[3], f[4]
   if d then
-    local hk = '${keys.heldBy('')}' .. d
+    local hk = ${luaKey(keys.heldBy, 'd')}
     if s then redis.call('SADD', hk, id) else redis.call('SREM', hk, id) end
   end
   -- The operators' view of the device (its live state, while its dispatcher keeps it): the task it holds.
   if dev then
-    local dk = '${liveKeys.device('')}' .. dev
+    local dk = ${luaKey(keys.deviceState, 'dev')}
     if s then
-      if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, 'task', addr) end
-    elseif redis.call('HGET', dk, 'task') == addr then
-      redis.call('HSET', dk, 'task', '')
+      if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, '${DEVICE_FIELDS.task}', addr) end
+    elseif redis.call('HGET', dk, '${DEVICE_FIELDS.task}') == addr then
+      redis.call('HSET', dk, '${DEVICE_FIELDS.task}', '')
     end
   end
 end
@@ -65,34 +71,34 @@ end
 if op == 'create' then
   if st then return refuse() end
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
-  redis.call('HSET', t, 'st', 'queued', 'ver', 0, 'att', 0, 'q', now)
-  redis.call('ZADD', KEYS[3], redis.call('HGET', t, 'dl'), redis.call('HGET', t, 'id'))
+  redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 0, '${F.attempts}', 0, '${F.queuedAt}', now)
+  redis.call('ZADD', KEYS[3], redis.call('HGET', t, '${F.deadline}'), redis.call('HGET', t, '${F.id}'))
   redis.call('PEXPIRE', t, ARGV[4])
   record()
   return {1, 0}
 end
 
 if not st or terminal(st) then return refuse() end
-local att = tonumber(redis.call('HGET', t, 'att'))
+local att = tonumber(redis.call('HGET', t, '${F.attempts}'))
 
 if op == 'claim' then
   if st ~= 'queued' then return refuse() end
   att = att + 1
-  redis.call('HDEL', t, 'ft', 'tok', 'disp', 'dev')
+  redis.call('HDEL', t, '${F.firstTokenAt}', '${F.token}', '${F.dispatcherId}', '${F.deviceId}')
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
-  redis.call('HSET', t, 'st', 'assigned', 'att', att, 'ver', 4 * att + 1, 'as', now)
+  redis.call('HSET', t, '${F.status}', 'assigned', '${F.attempts}', att, '${F.version}', 4 * att + 1, '${F.assignedAt}', now)
   held(true)
   record()
   -- The client learns of the assignment as event 0 of the attempt (the dispatcher numbers the rest).
   redis.call('XADD', KEYS[4], '*', 'a', att, 's', 0, 'e',
-    '[{"type":"assigned","device_id":"' .. redis.call('HGET', t, 'dev') .. '","attempt":' .. att .. '}]')
+    '[{"type":"assigned","device_id":"' .. redis.call('HGET', t, '${F.deviceId}') .. '","attempt":' .. att .. '}]')
   redis.call('EXPIRE', KEYS[4], ARGV[5])
   return {1, att}
 end
 
 if op == 'first' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
-  redis.call('HSET', t, 'st', 'streaming', 'ft', now, 'ver', 4 * att + 2)
+  redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', now, '${F.version}', 4 * att + 2)
   record()
   return {1, att}
 end
@@ -100,8 +106,8 @@ end
 if op == 'requeue' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
   held(false)
-  redis.call('HDEL', t, 'dev', 'disp', 'tok', 'as')
-  redis.call('HSET', t, 'st', 'queued', 'ver', 4 * att + 3)
+  redis.call('HDEL', t, '${F.deviceId}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
+  redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3)
   record()
   return {1, att}
 end
@@ -111,15 +117,15 @@ if op == 'end' then
   if string.sub(guard, 1, 8) == 'attempt:' and att ~= tonumber(string.sub(guard, 9)) then return refuse() end
   held(false)
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
-  redis.call('HSET', t, 'fin', now, 'ver', 1000000000)
-  redis.call('ZREM', KEYS[3], redis.call('HGET', t, 'id'))
+  redis.call('HSET', t, '${F.finishedAt}', now, '${F.version}', ${ENDED_VERSION})
+  redis.call('ZREM', KEYS[3], redis.call('HGET', t, '${F.id}'))
   -- A completed task's time on its device feeds its queue's service time (an exponential moving
   -- average), from which a waiting request's eta_ms is estimated.
-  local as = redis.call('HGET', t, 'as')
-  if as and redis.call('HGET', t, 'st') == 'completed' then
-    local q = string.match(redis.call('HGET', t, 'line') or '', '^(.*)%.[^.]+$')
+  local as = redis.call('HGET', t, '${F.assignedAt}')
+  if as and redis.call('HGET', t, '${F.status}') == 'completed' then
+    local q = string.match(redis.call('HGET', t, '${F.line}') or '', '^(.*)%.[^.]+$')
     if q then
-      local svc = 'sy:svc:' .. q
+      local svc = ${luaKey(keys.serviceTime, 'q')}
       local x = tonumber(now) - tonumber(as)
       local old = tonumber(redis.call('HGET', svc, 'ms') or '')
       redis.call('HSET', svc, 'ms', old and math.floor(old * 0.8 + x * 0.2) or x)
@@ -133,6 +139,3 @@ end
 
 return redis.error_reply('unknown task transition ' .. op)
 `;
-
-/** The version of an ended task: higher than any state of any attempt. */
-export const ENDED_VERSION = 1_000_000_000;

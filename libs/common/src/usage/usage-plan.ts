@@ -4,6 +4,7 @@ export type Span = readonly [Date, Date];
 /** The periods the rollups keep (the usage_period enum). */
 export type UsagePeriod = 'hour' | 'day' | 'month';
 
+/** The lengths of the periods (a month's varies and is computed from the calendar). */
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 const floorTo = (d: Date, unit: number) => new Date(Math.floor(d.getTime() / unit) * unit);

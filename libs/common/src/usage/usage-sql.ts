@@ -1,9 +1,10 @@
+import { ENDED_STATUSES, LIVE_STATUSES, sqlStatusList } from '../tasks/task-statuses';
 import type { UsagePlan, Span } from './usage-plan';
 import type { UsageGroup } from './usage-query';
 
 /** The key id the rollups store for tasks without one (a primary key cannot hold null). */
 export const NO_KEY = '00000000-0000-0000-0000-000000000000';
-const IN_FLIGHT = `('queued', 'assigned', 'streaming')`;
+const IN_FLIGHT = sqlStatusList(LIVE_STATUSES);
 /** The percentiles reported, as percentile_cont takes them. */
 const PERCENTILES = { p50: 0.5, p95: 0.95 } as const;
 
@@ -96,8 +97,8 @@ export function usageSql(plan: UsagePlan, groups: UsageGroup[], orgId: string | 
   const text = `
 WITH c AS (${counts.join('\n  UNION ALL ')}),
 counts AS (
-  SELECT ${countExprs.join(', ')}, sum(requests)::bigint AS requests, ${statusSum('completed')} AS completed,
-    ${statusSum('failed')} AS failed, ${statusSum('cancelled')} AS cancelled, ${statusSum('timed_out')} AS timed_out,
+  SELECT ${countExprs.join(', ')}, sum(requests)::bigint AS requests,
+    ${ENDED_STATUSES.map((status) => `${statusSum(status)} AS ${status}`).join(', ')},
     sum(prompt_tokens)::bigint AS prompt_tokens, sum(completion_tokens)::bigint AS completion_tokens,
     sum(output_bytes)::bigint AS output_bytes
   FROM c GROUP BY ${ordinals} HAVING sum(requests) <> 0),

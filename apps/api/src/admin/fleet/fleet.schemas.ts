@@ -1,4 +1,6 @@
 import { z } from 'zod';
+// By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
+import { ERROR_STATUSES } from '../../../../../libs/common/src/tasks/task-statuses';
 import { listOf, named } from '../../openapi/components';
 import { taskFields } from '../../tasks/tasks.schemas';
 
@@ -60,7 +62,7 @@ export const traffic = named(
         task_address: z.string(),
         org: z.string(),
         model: z.string(),
-        status: z.enum(['failed', 'timed_out']),
+        status: z.enum(ERROR_STATUSES),
         error_code: z.string().nullable(),
         queued_at: iso,
         finished_at: iso.nullable(),

@@ -1,0 +1,124 @@
+import type { ChainableCommander, Redis } from 'ioredis';
+import { keys } from '../redis/keys';
+import { DEVICE_FIELDS, deviceStateCodec } from './device-state-codec';
+
+/** How long a device's live state lives without its dispatcher renewing it (it died). */
+export const DEVICE_STATE_TTL_MS = 30_000;
+
+/**
+ * A batch of renewals in one command: building two commands per device (HSET, PEXPIRE) in the
+ * client cost more than Redis running them. KEYS: the states. ARGV: now, TTL (ms).
+ */
+const RENEW_LUA = `for _, key in ipairs(KEYS) do
+  redis.call('HSET', key, '${DEVICE_FIELDS.heartbeatAt}', ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[2])
+end`;
+
+/** What an operator sees of a device while it is connected. */
+export interface DeviceLive {
+  online: boolean;
+  connected_at: string | null;
+  last_heartbeat_at: string | null;
+  dispatcher: string | null;
+  models: string[];
+  features: string[];
+  available: boolean | null;
+  /** The task address it is serving, or null. */
+  task: string | null;
+}
+
+const OFFLINE: DeviceLive = {
+  online: false,
+  connected_at: null,
+  last_heartbeat_at: null,
+  dispatcher: null,
+  models: [],
+  features: [],
+  available: null,
+  task: null,
+};
+
+/**
+ * The one owner of the devices' live state (`sy:dev:<id>`, through deviceStateCodec): the device's
+ * dispatcher writes it (DeviceStates, in its batch of background writes: the writes are added to a
+ * pipeline the caller sends), the task transitions set the task it holds (TASK_TRANSITIONS_LUA), and
+ * the admin views read it here.
+ */
+export class DeviceStateRepository {
+  constructor(private readonly redis: Redis) {}
+
+  /** A device connected to `dispatcher`: its state starts afresh (an earlier connection's is dropped). */
+  connected(
+    pipeline: ChainableCommander,
+    deviceId: string,
+    by: { dispatcher: string; pool: string; at: number },
+  ): void {
+    const key = keys.deviceState(deviceId);
+    const at = new Date(by.at);
+    const state = deviceStateCodec.encode({
+      dispatcher: by.dispatcher,
+      connectedAt: at,
+      heartbeatAt: at,
+      pool: by.pool,
+      available: false,
+      task: null,
+    });
+    pipeline.del(key).hset(key, state).pexpire(key, DEVICE_STATE_TTL_MS);
+  }
+
+  /** What the device serves now (after an announce, or when what it may serve changed). */
+  serves(
+    pipeline: ChainableCommander,
+    deviceId: string,
+    serving: { models: readonly string[]; features: readonly string[]; available: boolean },
+  ): void {
+    const key = keys.deviceState(deviceId);
+    const state = deviceStateCodec.encode({
+      models: [...serving.models],
+      features: [...serving.features].sort(),
+      available: serving.available,
+    });
+    pipeline.hset(key, state).pexpire(key, DEVICE_STATE_TTL_MS);
+  }
+
+  /** The device disconnected. */
+  gone(pipeline: ChainableCommander, deviceId: string): void {
+    pipeline.del(keys.deviceState(deviceId));
+  }
+
+  /** The devices are still connected: their heartbeat is `now`, and their states live on. */
+  renew(pipeline: ChainableCommander, deviceIds: readonly string[], now: number): void {
+    const states = deviceIds.map((id) => keys.deviceState(id));
+    pipeline.eval(RENEW_LUA, states.length, ...states, now, DEVICE_STATE_TTL_MS);
+  }
+
+  /** The live state of each device (offline when no dispatcher holds it). */
+  async live(deviceIds: string[]): Promise<Map<string, DeviceLive>> {
+    const out = new Map<string, DeviceLive>();
+    if (deviceIds.length === 0) {
+      return out;
+    }
+    const pipeline = this.redis.pipeline();
+    deviceIds.forEach((id) => pipeline.hgetall(keys.deviceState(id)));
+    const replies = (await pipeline.exec()) ?? [];
+    deviceIds.forEach((id, i) => {
+      const state = deviceStateCodec.decode((replies[i]?.[1] ?? {}) as Record<string, string>);
+      out.set(
+        id,
+        state.dispatcher
+          ? {
+              online: true,
+              connected_at: state.connectedAt?.toISOString() ?? null,
+              last_heartbeat_at: state.heartbeatAt?.toISOString() ?? null,
+              dispatcher: state.dispatcher,
+              models: state.models,
+              features: state.features,
+              available: state.available,
+              task: state.task,
+            }
+          : OFFLINE,
+      );
+    });
+    return out;
+  }
+}

@@ -56,7 +56,7 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{apps,libs,bench}/**/*.spec.ts'],
+      testMatch: ['<rootDir>/{apps,libs,bench,tools}/**/*.spec.ts'],
       setupFilesAfterEnv: ['<rootDir>/test/jest/unit.setup.ts'],
     },
     {

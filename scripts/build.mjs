@@ -38,6 +38,7 @@ const inputs = [
   'web',
   'libs',
   'bench',
+  'tools',
   'prisma/schema.prisma',
   'tsconfig.json',
   'tsconfig.build.json',

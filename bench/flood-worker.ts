@@ -24,7 +24,18 @@ import type {
  * of them as over budget: whatever stops the flood is the relay's bound on
  * the request's output, not the budget. It floods a task until the dispatcher sends task:cancel for it
  * or the bench says stop. Reconnects when dropped, after the cooling-off a refusal asks for.
+ *
+ * With `storm`, it is instead a storm of hostile devices at the protocol level, as the hostile e2e
+ * suites run them (test/hostile/helpers.ts's Flood): each device floods in its mode as fast as its
+ * socket takes it and reconnects at once whenever it is dropped or refused:
+ * - `handshake`: handshakes with wrong tokens, one after the other, four at a time, from a loopback
+ *   address of the storm's own (the failed-handshake limit then refuses that address, not the bench's);
+ * - `announce`: valid announces of 64 made-up model names;
+ * - `big`: events just under DEVICE_MAX_EVENT_BYTES for a task it does not hold;
+ * - `junk`: invalid events (wrong shapes, unknown names).
  */
+export type StormMode = 'handshake' | 'announce' | 'big' | 'junk';
+
 export type FloodCommand =
   | {
       type: 'start';
@@ -36,8 +47,32 @@ export type FloodCommand =
       /** Characters of content per delta. */
       deltaChars: number;
     }
+  | {
+      type: 'storm';
+      server: string;
+      /** One entry per hostile device: its token (ignored by `handshake`, which makes up its own) and mode. */
+      devices: { token: string; mode: StormMode }[];
+      /** Made-up model names start with it (the bench looks for it in Redis and /metrics afterwards). */
+      marker: string;
+      /** Content characters of a `big` event. */
+      bigBytes: number;
+    }
   /** Stop flooding; the task in hand (if any) is ended with task:done (finish_reason `length`). */
   | { type: 'stop' };
+
+/** What a storm's devices did. */
+export interface StormStats {
+  /** Handshakes that succeeded, and those refused (by the refusal's message, e.g. `cooling_off`). */
+  connects: number;
+  refusals: Record<string, number>;
+  /** Connections the dispatcher closed (or lost). */
+  disconnects: number;
+  events: number;
+  /** Content bytes of `big` events handed to socket.io. */
+  bytes: number;
+  /** task:assign received by a storm device (none must be: it serves no real model). */
+  assigned: number;
+}
 
 export interface FloodStats {
   /** Handshakes that succeeded, and those refused (by the refusal's message, e.g. `cooling_off`). */
@@ -66,7 +101,12 @@ export interface FloodStats {
   heldBack: number;
 }
 
-export type FloodReport = { type: 'ready' } | { type: 'stats'; stats: FloodStats } | { type: 'error'; message: string };
+export type FloodReport =
+  | { type: 'ready' }
+  | { type: 'stats'; stats: FloodStats }
+  | { type: 'storming' }
+  | { type: 'storm-stats'; stats: StormStats }
+  | { type: 'error'; message: string };
 
 type DeviceSocket = Socket<ServerToDeviceEvents, DeviceToServerEvents>;
 
@@ -224,7 +264,148 @@ function start(command: Extract<FloodCommand, { type: 'start' }>): void {
   connect();
 }
 
+/** The storm's sockets and stats, while one runs. */
+let storm: { sockets: Set<Socket>; stats: StormStats } | null = null;
+
+/** Pauses of a storm device: before reconnecting, and between bursts (as the e2e suites' Flood). */
+const STORM_RECONNECT_MS = 10;
+const STORM_REFUSED_MS = 50;
+const STORM_BURST_MS = 10;
+/** Wrong-token handshakes in flight at once per `handshake` device. */
+const HANDSHAKES_AT_ONCE = 4;
+
+function startStorm(command: Extract<FloodCommand, { type: 'storm' }>): void {
+  const stats: StormStats = { connects: 0, refusals: {}, disconnects: 0, events: 0, bytes: 0, assigned: 0 };
+  const sockets = new Set<Socket>();
+  storm = { sockets, stats };
+  const big = 'x'.repeat(command.bigBytes);
+  const foreign = `network:00000000-0000-4000-8000-${'0'.repeat(12)}`;
+  // Loopback addresses other than 127.0.0.1, one for the wrong tokens and one for the devices: the
+  // dispatcher counts failed handshakes per address, and refuses an address over its limit whatever
+  // its tokens (so the wrong tokens would otherwise shut the other devices out, and the bench too).
+  const octet = () => 2 + Math.floor(Math.random() * 250);
+  const loopback = () => `127.${octet()}.${octet()}.${octet()}`;
+  const addresses = { wrongTokens: loopback(), devices: loopback() };
+  let names = 0;
+  const junkNames = () => Array.from({ length: 64 }, () => `${command.marker}-${names++}`);
+  const announce = (models: string[]): AnnouncePayload => ({
+    agent_version: 'bench-storm',
+    backend: 'storm',
+    models,
+    features: [],
+    available: true,
+    running_task: null,
+  });
+  const open = (token: string, address: string): Socket => {
+    // Node-only: engine.io-client hands it to the WebSocket it opens (socket.io's types leave it out).
+    const fromAddress = { localAddress: address };
+    const socket = io(`${command.server}${DEVICE_NAMESPACE}`, {
+      transports: ['websocket'],
+      auth: { token, protocol: PROTOCOL_VERSION },
+      reconnection: false,
+      forceNew: true,
+      ...fromAddress,
+    });
+    sockets.add(socket);
+    socket.on('disconnect', () => sockets.delete(socket));
+    return socket;
+  };
+
+  /** Socket.io has not written its earlier packets yet: sending more would only queue them here. */
+  const backedUp = (socket: Socket) => socket.io.engine?.writeBuffer.length > 8;
+  const burst = (socket: Socket, mode: StormMode) => {
+    if (!socket.connected || backedUp(socket)) {
+      return;
+    }
+    if (mode === 'announce') {
+      for (let i = 0; i < 10; i++) {
+        socket.emit(DEVICE_EVENTS.announce, announce(junkNames()));
+        stats.events++;
+      }
+    } else if (mode === 'big') {
+      socket.emit(DEVICE_EVENTS.delta, { task_address: foreign, seq: 0, choices: [{ index: 0, content: big }] });
+      stats.events++;
+      stats.bytes += big.length;
+    } else {
+      for (let i = 0; i < 50; i++) {
+        socket.emit(i % 2 ? DEVICE_EVENTS.delta : 'no:such:event', i % 3 ? { seq: 'x' } : 'junk');
+        stats.events++;
+      }
+    }
+  };
+  const refused = (socket: Socket, err: Error, again: () => void) => {
+    count(stats.refusals, err.message.split(':')[0]);
+    socket.close();
+    sockets.delete(socket);
+    if (!stopping) {
+      setTimeout(again, STORM_REFUSED_MS);
+    }
+  };
+
+  const device = (token: string, mode: Exclude<StormMode, 'handshake'>) => {
+    if (stopping) {
+      return;
+    }
+    const socket = open(token, addresses.devices);
+    let timer: NodeJS.Timeout | null = null;
+    socket.on('connect', () => {
+      stats.connects++;
+      socket.emit(DEVICE_EVENTS.announce, announce(junkNames()));
+      timer = setInterval(() => burst(socket, mode), STORM_BURST_MS);
+    });
+    socket.on(DEVICE_EVENTS.assign, (_payload: AssignPayload, ack: (answer: AssignAck) => void) => {
+      stats.assigned++;
+      ack({ accepted: false, reason: 'busy' });
+    });
+    socket.on('connect_error', (err) => refused(socket, err, () => device(token, mode)));
+    socket.on('disconnect', () => {
+      stats.disconnects++;
+      if (timer) {
+        clearInterval(timer);
+      }
+      if (!stopping) {
+        setTimeout(() => device(token, mode), STORM_RECONNECT_MS);
+      }
+    });
+  };
+
+  const wrongToken = () => {
+    if (stopping) {
+      return;
+    }
+    const token = `syd_${Array.from({ length: 40 }, () => 'ABCDEFGHJKLMNPQRSTUVWXYZ'[octet() % 24]).join('')}`;
+    const socket = open(token, addresses.wrongTokens);
+    socket.on('connect', () => {
+      // Not expected: a made-up token let in.
+      stats.connects++;
+      socket.close();
+      sockets.delete(socket);
+      setImmediate(wrongToken);
+    });
+    socket.on('connect_error', (err) => refused(socket, err, wrongToken));
+  };
+
+  for (const { token, mode } of command.devices) {
+    if (mode === 'handshake') {
+      for (let i = 0; i < HANDSHAKES_AT_ONCE; i++) {
+        wrongToken();
+      }
+    } else {
+      device(token, mode);
+    }
+  }
+  send({ type: 'storming' });
+}
+
 function stop(): void {
+  if (storm) {
+    stopping = true;
+    const { sockets, stats } = storm;
+    sockets.forEach((s) => s.close());
+    send({ type: 'storm-stats', stats });
+    setTimeout(() => process.exit(0), 1_000).unref();
+    return;
+  }
   stopping = true;
   if (pacer) {
     clearInterval(pacer);
@@ -255,6 +436,8 @@ process.on('message', (command: FloodCommand) => {
   try {
     if (command.type === 'start') {
       start(command);
+    } else if (command.type === 'storm') {
+      startStorm(command);
     } else {
       stop();
     }

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type { Socket } from 'socket.io-client';
 import { PROTOCOL_VERSION, createRedis } from '@app/common';
 import type { Redis } from 'ioredis';
@@ -10,7 +9,6 @@ import {
   db,
   http,
   recordsWritten,
-  sleep,
   startApi,
   startDevice,
   startDispatcher,
@@ -28,9 +26,10 @@ import {
   chatBody,
   metricValue,
   sha256,
+  waitAllTerminal,
   waitTasks,
 } from '../reliability/helpers';
-import { Flood, announcePayload, connectDevice, handshake, median, timed, until } from './helpers';
+import { Flood, announcePayload, connectDevice, handshake, until } from './helpers';
 
 /** The defaults of docs/operations.md, which this suite runs with (a user's dispatcher). */
 const MAX_MODELS = 64;
@@ -41,7 +40,9 @@ const MAX_INVALID_EVENTS = 20;
  * A device is untrusted. Hostile devices written on socket.io-client, with real device tokens, try
  * what the agent never does: junk announces, models that are not theirs, oversized, forged and
  * invalid events, floods. What each other party sees is asserted: the dispatcher's Redis connections
- * and keys, another organization's latency, which prompts reach which device, what is stored.
+ * and keys, that another organization is served, which prompts reach which device, what is stored.
+ * How fast another organization is served during floods is measured by the bench (`npm run bench --
+ * --scenarios hostile`: its protocol storm runs these floods), not asserted here: no timing in tests.
  *
  * The stack has a redis-server of its own, so that CLIENT LIST and the key count are this suite's
  * alone (other suites of the run share the run's Redis database).
@@ -59,7 +60,7 @@ describe('hostile devices', () => {
   const junk = uniq('junk-model');
   /** Enabled for org A only; org A keeps its prompts off the network. */
   const privateA = uniq('private-a');
-  /** Org B's model served by a real (sim) agent: its latency is what a flood must not hurt. */
+  /** Org B's model served by a real (sim) agent: what a flood must not keep from being served. */
   const calm = uniq('calm');
   /** Org B's model served by a hostile device of the tests. */
   const served = uniq('served');
@@ -80,7 +81,7 @@ describe('hostile devices', () => {
     orgA = await createTenant([privateA]);
     orgB = await createTenant([calm, served]);
     // As an operator does it.
-    assert.equal((await cli(['org', 'network', orgA.org.name, 'off'])).code, 0);
+    expect(await cli(['org', 'network', orgA.org.name, 'off'])).toMatchObject({ code: 0 });
     const calmDevice = await createDevice();
     calmToken = calmDevice.token;
     procs.push(
@@ -142,19 +143,20 @@ describe('hostile devices', () => {
     const valid = { token: spare.token, protocol: PROTOCOL_VERSION };
     for (const auth of [{}, { token: 'syd_' + 'A'.repeat(40), protocol: PROTOCOL_VERSION }, valid]) {
       // Nothing is served on the root namespace, to anyone.
-      assert.equal(await handshake(dispatcher.url, '/', auth), 'invalid_device_token', JSON.stringify(auth));
+      expect({ auth, answer: await handshake(dispatcher.url, '/', auth) }).toEqual({
+        auth,
+        answer: 'invalid_device_token',
+      });
     }
-    assert.equal(await handshake(dispatcher.url, '/devices', {}), 'invalid_device_token');
-    assert.equal(
-      await handshake(dispatcher.url, '/devices', { token: orgA.key, protocol: PROTOCOL_VERSION }),
+    expect(await handshake(dispatcher.url, '/devices', {})).toBe('invalid_device_token');
+    expect(await handshake(dispatcher.url, '/devices', { token: orgA.key, protocol: PROTOCOL_VERSION })).toBe(
       'invalid_device_token',
     );
-    assert.equal(await handshake(dispatcher.url, '/admin', valid), 'Invalid namespace');
-    assert.match(
-      await handshake(dispatcher.url, '/devices', { token: spare.token, protocol: PROTOCOL_VERSION + 1 }),
+    expect(await handshake(dispatcher.url, '/admin', valid)).toBe('Invalid namespace');
+    expect(await handshake(dispatcher.url, '/devices', { token: spare.token, protocol: PROTOCOL_VERSION + 1 })).toMatch(
       /^unsupported_protocol/,
     );
-    assert.equal(await handshake(dispatcher.url, '/devices', valid), 'connected');
+    expect(await handshake(dispatcher.url, '/devices', valid)).toBe('connected');
   });
 
   it('junk announces are refused with a reason; a device serves only the models it may', async () => {
@@ -167,8 +169,7 @@ describe('hostile devices', () => {
     // More than DEVICE_MAX_MODELS: refused whole, even the good names in it.
     const tooMany = [calm, ...Array.from({ length: MAX_MODELS }, (_, i) => `${junk}-${i}`)];
     const whole = await announce(net.socket, announcePayload(tooMany));
-    assert.equal(whole.ok, false);
-    assert.match(whole.error, /at most 64/);
+    expect(whole).toMatchObject({ ok: false, error: expect.stringMatching(/at most 64/) });
 
     // Unknown names refused; a catalog model is a network device's to serve.
     const mixed = await announce(net.socket, announcePayload([calm, `${junk}-x`, `${junk}-y`]));
@@ -202,7 +203,7 @@ describe('hostile devices', () => {
       headers: adminAuth,
       body: { models: [served] },
     });
-    assert.equal(restrict.status, 200, restrict.text);
+    expect(restrict).toMatchObject({ status: 200 });
     expect(await announce(listed.socket, announcePayload([served, calm]))).toEqual({
       ok: true,
       device_id: listed.id,
@@ -239,8 +240,7 @@ describe('hostile devices', () => {
     procs.push(ownProc);
     for (let i = 0; i < 5; i++) {
       const res = await chat(orgA.key, privateA, `org A's secret prompt ${i}`);
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.mode, 'direct');
+      expect(res).toMatchObject({ status: 200, body: { mode: 'direct' } });
     }
     // Org A's device goes away: its requests wait for none of the network's devices.
     await ownProc.stop('SIGKILL');
@@ -257,14 +257,16 @@ describe('hostile devices', () => {
     );
     // Org B has no access to the model at all.
     assertOpenAIError(await chat(orgB.key, privateA, 'org B'), 404, 'model_not_found', 'model');
-    await sleep(500);
+    // Every task of org A has ended (no job of it can be handed out any more), and the rogue device has
+    // received whatever the dispatcher sent it before its re-announce was acknowledged: none of them.
+    await waitAllTerminal(orgA.org.id, 15_000, 5);
+    await rogue.sync();
     expect(rogue.assignments).toEqual([]);
     await recordsWritten(redis.url);
     const rows = await db().task.findMany({ where: { modelId: privateA } });
-    assert.ok(rows.length >= 5);
-    assert.ok(
-      rows.every((r) => r.orgId === orgA.org.id && (r.deviceId === null || r.deviceId === own.id)),
-      JSON.stringify(rows.map((r) => [r.orgId, r.deviceId])),
+    expect(rows.length).toBeGreaterThanOrEqual(5);
+    expect(rows.filter((r) => !(r.orgId === orgA.org.id && (r.deviceId === null || r.deviceId === own.id)))).toEqual(
+      [],
     );
   });
 
@@ -272,7 +274,7 @@ describe('hostile devices', () => {
     // An org that lets its prompts go to the network, with a model enabled for it alone, added to the
     // catalog as an operator does (not marked for the network).
     const mine = uniq('mine');
-    assert.equal((await cli(['model', 'add', mine])).code, 0);
+    expect(await cli(['model', 'add', mine])).toMatchObject({ code: 0 });
     const orgC = await createTenant([mine]);
     const stranger = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [mine, calm]);
     fakes.push(stranger);
@@ -286,7 +288,7 @@ describe('hostile devices', () => {
       expect(stranger.assignments).toEqual([]);
 
       // The operator opens the model to the network: the connected device may serve it within a refresh.
-      assert.equal((await cli(['model', 'network', mine, 'on'])).code, 0);
+      expect(await cli(['model', 'network', mine, 'on'])).toMatchObject({ code: 0 });
       const pending = until(
         async () => {
           const res = await chat(orgC.key, mine, 'now on the network', { mode: 'network' });
@@ -299,9 +301,7 @@ describe('hostile devices', () => {
       const task = await stranger.nextAssignment(20_000);
       expect(task.params.messages[0].content).toBe('now on the network');
       stranger.answer(task.task_address, ['ok']);
-      const res = (await pending)!;
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.mode, 'network');
+      expect(await pending).toMatchObject({ status: 200, body: { mode: 'network' } });
       const models = await http('GET', `${api.url}/admin/models`, { headers: adminAuth });
       expect(models.body.data.find((m: any) => m.id === mine)).toMatchObject({
         network: true,
@@ -316,7 +316,8 @@ describe('hostile devices', () => {
     const connectionsBefore = await dispatcherConnections();
     const clientsBefore = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);
     const keysBefore = await probe.dbsize();
-    assert.ok(connectionsBefore > 0, 'the dispatcher names its connections');
+    // The dispatcher names its connections.
+    expect(connectionsBefore).toBeGreaterThan(0);
 
     // 24 devices, 9 announces each of 64 new made-up names (13,824 names), and lists of 1,000 refused whole:
     // 10 announces a device, as many as its announce rate lets through at once (ANNOUNCE_LIMITS).
@@ -327,18 +328,25 @@ describe('hostile devices', () => {
         for (let i = 0; i < 9; i++) {
           const models = Array.from({ length: MAX_MODELS }, () => `${junk}-${name++}`);
           const ack = await announce(d.socket, announcePayload(models));
-          assert.equal(ack.ok, true);
-          assert.equal(ack.refused.length, MAX_MODELS);
+          expect(ack.ok).toBe(true);
+          expect(ack.refused).toHaveLength(MAX_MODELS);
         }
         const huge = await announce(d.socket, announcePayload(Array.from({ length: 1000 }, (_, i) => `${junk}-h${i}`)));
-        assert.equal(huge.ok, false);
+        expect(huge.ok).toBe(false);
       }),
     );
     const connectionsDuring = await dispatcherConnections();
     for (const d of hostile) {
       d.socket.disconnect();
     }
-    await sleep(1_000);
+    // Until the dispatcher has let every one of them go: their live state is gone.
+    const ids = new Set(hostile.map((d) => d.id));
+    await until(async () => {
+      const res = await http('GET', `${api.url}/admin/devices`, { headers: adminAuth });
+      return (
+        res.status === 200 && res.body.data.every((d: { id: string; online: boolean }) => !ids.has(d.id) || !d.online)
+      );
+    }, 'the devices to be gone');
     const connectionsAfter = await dispatcherConnections();
     const clientsAfter = Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))![1]);
     const keysAfter = await probe.dbsize();
@@ -347,13 +355,14 @@ describe('hostile devices', () => {
         `of 64 made-up names (+24 of 1,000), ${connectionsAfter} once the devices left; all clients ${clientsBefore} -> ` +
         `${clientsAfter}; keys ${keysBefore} -> ${keysAfter}\n`,
     );
-    assert.equal(connectionsDuring, connectionsBefore);
-    assert.equal(connectionsAfter, connectionsBefore);
-    assert.ok(clientsAfter <= clientsBefore, `Redis clients ${clientsBefore} -> ${clientsAfter}`);
+    expect(connectionsDuring).toBe(connectionsBefore);
+    expect(connectionsAfter).toBe(connectionsBefore);
+    expect(clientsAfter).toBeLessThanOrEqual(clientsBefore);
     // Nothing stored under, or counted by, a name the catalog does not have.
     expect(await keysWith(junk)).toEqual([]);
-    assert.ok(keysAfter <= keysBefore + 2, `keys ${keysBefore} -> ${keysAfter}`);
-    assert.ok(!(await metrics()).includes(junk), 'a made-up model name became a metric label');
+    expect(keysAfter).toBeLessThanOrEqual(keysBefore + 2);
+    // (A made-up model name is no metric label.)
+    expect(await metrics()).not.toContain(junk);
   });
 
   describe('events', () => {
@@ -376,11 +385,10 @@ describe('hostile devices', () => {
       hostile.delta(address, 0, 'partial');
       const disconnected = gone(hostile.socket);
       hostile.delta(address, 1, 'y'.repeat(MAX_EVENT_BYTES));
-      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'transport close');
+      expect(await within(disconnected, 10_000, 'the disconnect')).toBe('transport close');
       assertOpenAIError(await pending, 502, 'device_disconnected');
       const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'failed');
-      assert.equal(row.errorCode, 'device_disconnected');
-      assert.equal(row.outputSha256, sha256('partial'));
+      expect(row).toMatchObject({ errorCode: 'device_disconnected', outputSha256: sha256('partial') });
       // It does not come straight back to send it again.
       const again = await handshake(dispatcher.url, '/devices', { token: hostileToken, protocol: PROTOCOL_VERSION });
       expect(again).toMatch(/^cooling_off: retry after \d+ ms$/);
@@ -396,22 +404,20 @@ describe('hostile devices', () => {
         hostile.socket.emit('task:delta', 'junk');
         hostile.socket.emit('no:such:event', i);
       }
-      assert.equal(await within(disconnected, 10_000, 'the disconnect'), 'io server disconnect');
+      expect(await within(disconnected, 10_000, 'the disconnect')).toBe('io server disconnect');
       const good = await FakeDevice.connect(dispatcher.url, (await createDevice()).token, [served]);
       fakes.push(good);
       const again = await good.nextAssignment();
-      assert.equal(again.task_address, first.task_address);
+      expect(again.task_address).toBe(first.task_address);
       good.answer(again.task_address, ['fine']);
-      const res = await pending;
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.choices[0].message.content, 'fine');
-      assert.match(dispatcher.proc.output, /invalid events: disconnected/);
+      expect(await pending).toMatchObject({ status: 200, body: { choices: [{ message: { content: 'fine' } }] } });
+      expect(dispatcher.proc.output).toMatch(/invalid events: disconnected/);
       good.close();
     });
 
     it("forged events for another device's task are dropped: the victim gets its own answer, unchanged", async () => {
       const victim = await chat(orgB.key, calm, 'a reference answer');
-      assert.equal(victim.status, 200, victim.text);
+      expect(victim).toMatchObject({ status: 200 });
       const reference = victim.body.choices[0].message.content;
       const pending = chat(orgB.key, calm, 'a reference answer');
       const address = await until(async () => {
@@ -424,9 +430,8 @@ describe('hostile devices', () => {
       hostile.error(address, 5, 'backend_error', 'forged');
       hostile.done(address, 6, { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 });
       const res = await pending;
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.choices[0].message.content, reference);
-      assert.doesNotMatch(res.text, /FORGED|forged/);
+      expect(res).toMatchObject({ status: 200, body: { choices: [{ message: { content: reference } }] } });
+      expect(res.text).not.toMatch(/FORGED|forged/);
     });
 
     it('reported usage is bounded by what was asked and sent, and the clamp is counted', async () => {
@@ -437,18 +442,18 @@ describe('hostile devices', () => {
       hostile.delta(address, 0, 'ok');
       hostile.done(address, 1, { prompt_tokens: 2_147_483_647, completion_tokens: 2_147_483_647, total_tokens: 7 });
       const res = await pending;
-      assert.equal(res.status, 200, res.text);
+      expect(res).toMatchObject({ status: 200 });
       const { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } = res.body.usage;
-      assert.ok(completion <= 5, `completion_tokens ${completion} > max_tokens 5`);
+      // At most max_tokens.
+      expect(completion).toBeLessThanOrEqual(5);
       // The input's UTF-8 bytes plus a small overhead per message.
-      assert.ok(prompt <= Buffer.byteLength(content) + 64, `prompt_tokens ${prompt}`);
-      assert.equal(total, prompt + completion);
+      expect(prompt).toBeLessThanOrEqual(Buffer.byteLength(content) + 64);
+      expect(total).toBe(prompt + completion);
       const [row] = await waitTasks({ address }, (r) => r[0]?.status === 'completed' && r[0].completionTokens !== null);
-      assert.equal(row.promptTokens, prompt);
-      assert.equal(row.completionTokens, completion);
+      expect(row).toMatchObject({ promptTokens: prompt, completionTokens: completion });
       const clampedAfter = metricValue(await metrics(), 'switchyard_device_usage_clamped_total');
-      assert.equal(clampedAfter, clampedBefore + 1);
-      assert.match(dispatcher.proc.output, /clamp/i);
+      expect(clampedAfter).toBe(clampedBefore + 1);
+      expect(dispatcher.proc.output).toMatch(/clamp/i);
     });
 
     it("a device's error reaches the client as a code of the fixed set, with its text capped, stripped and attributed", async () => {
@@ -461,10 +466,10 @@ describe('hostile devices', () => {
       hostile.error(address, 0, 'upstream_unauthorized', lure);
       const res = await pending;
       const error = assertOpenAIError(res, 502);
-      assert.ok(error.code !== 'invalid_api_key', res.text);
-      assert.match(error.message, /^The device could not complete the request\. It reported: /);
-      assert.doesNotMatch(error.message, /evil\.example|admin@|10\.1\.2\.3/);
-      assert.ok(error.message.length < 500, `${error.message.length} characters`);
+      expect(error.code).not.toBe('invalid_api_key');
+      expect(error.message).toMatch(/^The device could not complete the request\. It reported: /);
+      expect(error.message).not.toMatch(/evil\.example|admin@|10\.1\.2\.3/);
+      expect(error.message.length).toBeLessThan(500);
 
       // A code outside the set is an invalid event: the client sees Switchyard's code, never the device's.
       const second = chat(orgB.key, served, 'errors 2');
@@ -472,27 +477,17 @@ describe('hostile devices', () => {
       hostile.error(next.task_address, 0, 'invalid_api_key', 'Incorrect API key');
       const res2 = await second;
       const error2 = assertOpenAIError(res2, 502);
-      assert.notEqual(error2.code, 'invalid_api_key');
-      assert.doesNotMatch(error2.message, /Incorrect API key/);
+      expect(error2.code).not.toBe('invalid_api_key');
+      expect(error2.message).not.toMatch(/Incorrect API key/);
     });
   });
 
-  it("a flood of hostile devices: another org's requests keep their latency within 2x of their quiet baseline", async () => {
+  it("a flood of hostile devices is refused, while another org's requests are served throughout", async () => {
     const calmChat = async () => {
-      const res = await chat(orgB.key, calm, 'latency probe');
-      assert.equal(res.status, 200, res.text);
+      expect(await chat(orgB.key, calm, 'served during a flood')).toMatchObject({ status: 200 });
     };
-    const health = async () => {
-      const res = await http('GET', `${dispatcher.url}/healthz`);
-      assert.equal(res.status, 200);
-    };
-    const invalidBefore = metricValue(await metrics(), 'switchyard_device_invalid_events_total') || 0;
-    await timed(3, calmChat); // warm up
-    // Quiet baselines before and after the flood, on the same machine in the same minute: what other
-    // suites running beside this one cost is in both.
-    const before = await timed(15, calmChat);
-    const baselineHealth = await timed(15, health);
-
+    const invalid = async () => metricValue(await metrics(), 'switchyard_device_invalid_events_total') || 0;
+    const invalidBefore = await invalid();
     const tokens = await Promise.all(Array.from({ length: 6 }, () => createDevice()));
     const modes = ['announce', 'announce', 'big', 'big', 'junk', 'junk'] as const;
     const flood = await Flood.start(
@@ -501,36 +496,30 @@ describe('hostile devices', () => {
       { marker: junk, bigBytes: MAX_EVENT_BYTES - 2_000 },
     );
     let stats;
-    let during: number[];
-    let duringHealth: number[];
     try {
-      await sleep(1_500);
-      during = await timed(21, calmChat);
-      duringHealth = await timed(15, health);
+      // The flood is under way once the dispatcher has refused enough of it; org B is served meanwhile.
+      // (How fast: the bench's `hostile` scenario measures it during the same floods.)
+      await until(async () => (await invalid()) - invalidBefore >= 50, 'the flood to be refused', 30_000);
+      for (let i = 0; i < 10; i++) {
+        await calmChat();
+      }
+      expect((await http('GET', `${dispatcher.url}/healthz`)).status).toBe(200);
     } finally {
       stats = await flood.stop();
     }
-    const after = await timed(15, calmChat);
-    const baseline = [...before, ...after];
-    const invalidAfter = metricValue(await metrics(), 'switchyard_device_invalid_events_total');
-    const [base, flooded] = [median(baseline), median(during)];
-    const [baseH, floodedH] = [median(baselineHealth), median(duringHealth)];
+    const invalidAfter = await invalid();
     process.stdout.write(
-      `hostile: org B chat median ${base.toFixed(0)} ms quiet (${median(before).toFixed(0)} before, ` +
-        `${median(after).toFixed(0)} after), ${flooded.toFixed(0)} ms during the flood ` +
-        `(x${(flooded / base).toFixed(2)}); dispatcher /healthz median ${baseH.toFixed(1)} ms -> ${floodedH.toFixed(1)} ms; ` +
-        `flood: ${JSON.stringify({ ...stats, assigned: stats.assigned.length })}, invalid events counted ` +
+      `hostile: flood ${JSON.stringify({ ...stats, assigned: stats.assigned.length })}, invalid events counted ` +
         `${invalidAfter - invalidBefore}\n`,
     );
-    // The flood happened: devices were dropped and came back, events were refused.
-    assert.ok(stats.connects >= 6 && stats.disconnects >= 3, JSON.stringify(stats));
-    assert.ok(invalidAfter - invalidBefore >= 50, `${invalidAfter - invalidBefore} invalid events counted`);
+    // The flood happened: devices were dropped and came back, events were refused; none was given a task.
+    expect(stats.connects).toBeGreaterThanOrEqual(6);
+    expect(stats.disconnects).toBeGreaterThanOrEqual(3);
+    expect(invalidAfter - invalidBefore).toBeGreaterThanOrEqual(50);
     expect(stats.assigned).toEqual([]);
-    assert.ok(flooded <= 2 * base, `median ${flooded.toFixed(0)} ms during the flood, ${base.toFixed(0)} ms before`);
-    // A few ms quiet: bounded in absolute terms, not as a ratio of something this small.
-    assert.ok(floodedH < 250, `dispatcher /healthz median ${floodedH.toFixed(1)} ms during the flood`);
     expect(await keysWith(junk)).toEqual([]);
-    // The agent serving org B stayed online throughout.
+    // Org B is still served, and the agent serving it stayed online throughout.
+    await calmChat();
     await waitOnline([calm], calmToken, { redisUrl: redis.url, timeoutMs: 5_000 });
   });
 });

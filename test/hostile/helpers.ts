@@ -4,24 +4,6 @@ import type { Socket } from 'socket.io-client';
 import { PROTOCOL_VERSION } from '@app/common';
 import { Proc, sleep } from '../support/stack';
 
-/** The median of some samples. */
-export function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-/** Runs `fn` `count` times one after the other and returns how long each took (ms). */
-export async function timed(count: number, fn: () => Promise<void>): Promise<number[]> {
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await fn();
-    samples.push(performance.now() - started);
-  }
-  return samples;
-}
-
 /** A socket.io client on any namespace of the dispatcher, as a hand-written (hostile) device. */
 export function rawSocket(server: string, namespace: string, auth: unknown): Socket {
   return io(`${server}${namespace}`, {
@@ -88,14 +70,15 @@ export interface FloodStats {
 }
 
 /**
- * The flooding devices, in a process of their own: their sending must not run on the event loop
- * that measures the other org's latency. Each device floods as fast as its socket takes it, and
- * reconnects at once whenever the dispatcher drops it:
+ * The flooding devices, in a process of their own: their sending must not run on the test's event
+ * loop. Each device floods as fast as its socket takes it, and reconnects at once whenever the
+ * dispatcher drops it:
  * - `announce`: valid announces of 64 made-up model names, about 1,000 a second;
  * - `big`: events just under DEVICE_MAX_EVENT_BYTES for a task it does not hold, about 25 MB a second;
  * - `junk`: invalid events (wrong shapes, unknown names), about 5,000 a second.
- * It runs at a lower CPU priority (nice 10): the attacker's own CPU is on its machine, not ours; what
- * the test measures is what its traffic costs the dispatcher and the api.
+ * It runs at a lower CPU priority (nice 10): the attacker's own CPU is on its machine, not ours. What
+ * its traffic costs another organization's latency is measured by the bench's `hostile` scenario,
+ * whose protocol storm (bench/flood-worker.ts) floods the same way.
  */
 const FLOOD_SCRIPT = String.raw`
 const { io } = require('socket.io-client');

@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
-import { createRedis, keys } from '@app/common';
+import { TASK_FIELDS, createRedis, keys } from '@app/common';
 import { ADMIN_TOKEN, DATABASE_URL, Proc, REDIS_URL, db, freePort, recordsWritten, sleep } from '../support/stack';
 
 export { deviceIdOf, startApi, startDevice, startDispatcher, waitOnline } from '../support/stack';
@@ -203,7 +203,7 @@ export async function waitStatus(orgId: string, status: string, timeoutMs = 15_0
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const rows = await db().task.findMany({ where: { orgId, ...extra }, orderBy: { queuedAt: 'desc' }, take: 50 });
-      const live = await Promise.all(rows.map((r) => redis.hget(keys.taskState(r.id), 'st')));
+      const live = await Promise.all(rows.map((r) => redis.hget(keys.taskState(r.id), TASK_FIELDS.status)));
       const found = rows.find((r, i) => (live[i] ?? r.status) === status);
       if (found) {
         // The row once it holds that transition (and whatever came after): its device, its times.

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { io } from 'socket.io-client';
 import type { Socket } from 'socket.io-client';
 import { PROTOCOL_VERSION } from '@app/common';
@@ -14,7 +13,11 @@ export class FakeDevice {
   /** Waiting nextAssignment() calls, woken by the next task:assign. */
   private readonly waiters: (() => void)[] = [];
 
-  private constructor(readonly socket: Socket) {}
+  private constructor(
+    readonly socket: Socket,
+    /** What it announced when it connected (see sync). */
+    private readonly announce: object,
+  ) {}
 
   static async connect(
     server: string,
@@ -29,7 +32,15 @@ export class FakeDevice {
       reconnection: false,
       forceNew: true,
     });
-    const device = new FakeDevice(socket);
+    const announce = {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models,
+      features: opts.features ?? [],
+      available: true,
+      running_task: null,
+    };
+    const device = new FakeDevice(socket, announce);
     socket.on('task:cancel', (payload: { task_address: string }) => device.cancels.push(payload.task_address));
     socket.on('task:assign', (payload: any, ack: (answer: unknown) => void) => {
       if (opts.ack !== false) {
@@ -42,17 +53,22 @@ export class FakeDevice {
       socket.once('connect', () => resolve());
       socket.once('connect_error', reject);
     });
-    const answer = await socket.timeout(5_000).emitWithAck('announce', {
-      agent_version: 'fake-1',
-      backend: 'sim',
-      models,
-      features: opts.features ?? [],
-      available: true,
-      running_task: null,
-    });
-    assert.equal(answer.ok, true, JSON.stringify(answer));
+    const answer = await socket.timeout(5_000).emitWithAck('announce', announce);
+    expect(answer).toMatchObject({ ok: true });
     device.announceAck = answer;
     return device;
+  }
+
+  /**
+   * Resolves once the dispatcher has handled every event this device sent before, and this device has
+   * received whatever the dispatcher sent it before that: socket.io delivers one socket's packets in
+   * order both ways, and the dispatcher acknowledges a re-announce (of the same models) after the
+   * events that came before it. What a test waits for, instead of a sleep, before asserting what
+   * those events did not do (or that nothing was assigned).
+   */
+  async sync(): Promise<void> {
+    const answer = await this.socket.timeout(5_000).emitWithAck('announce', this.announce);
+    expect(answer).toMatchObject({ ok: true });
   }
 
   /** The next task:assign this device receives (or one it already has). */

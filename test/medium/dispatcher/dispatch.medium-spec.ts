@@ -1,6 +1,15 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import { closeDb, createDevice, createTenant, db, sleep, uniq, waitOnline, waitTerminal } from '../../support/stack';
+import {
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  taskCount,
+  uniq,
+  waitOnline,
+  waitTerminal,
+} from '../../support/stack';
 import type { Tenant } from '../../support/stack';
 import { startApiApp, startDispatcherApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
@@ -40,6 +49,14 @@ describe('dispatch (dispatcher)', () => {
     return fake;
   }
 
+  /** Until the organization has `n` tasks (their records are written behind). */
+  async function queued(tenant: Tenant, n: number): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    while ((await taskCount(tenant.org.id)) < n) {
+      expect(Date.now()).toBeLessThan(deadline);
+    }
+  }
+
   const chat = (tenant: Tenant, model: string, extra: object = {}) =>
     fetch(`${api.url}/v1/chat/completions`, {
       method: 'POST',
@@ -51,9 +68,16 @@ describe('dispatch (dispatcher)', () => {
     const { model: m, tenant } = await model();
     const fake = await device([m]);
     const first = chat(tenant, m);
-    const second = chat(tenant, m);
     const a = await fake.nextAssignment();
-    await sleep(300);
+    const second = chat(tenant, m);
+    await queued(tenant, 2);
+    // A job announced after the second's, of another model, is handed to its device and answered: the
+    // dispatcher has handled the second's announcement by then, and did not give it to the busy device.
+    const other = await model();
+    const probe = await device([other.model]);
+    const answered = chat(other.tenant, other.model);
+    probe.answer((await probe.nextAssignment()).task_address, ['probe']);
+    expect((await answered).status).toBe(200);
     expect(fake.assignments).toEqual([]);
     fake.answer(a.task_address, ['one']);
     const b = await fake.nextAssignment();
@@ -99,7 +123,8 @@ describe('dispatch (dispatcher)', () => {
     // A skipped sequence number and another device's claim on the task are both dropped.
     holder.delta(a.task_address, 3, 'too early');
     stranger.delta(a.task_address, 0, 'not mine');
-    await sleep(200);
+    // Both handled (and dropped) before what follows.
+    await Promise.all([holder, stranger].map((d) => d.sync()));
     holder.delta(a.task_address, 0, 'in ');
     holder.delta(a.task_address, 1, 'order');
     holder.done(a.task_address, 2, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });

@@ -85,7 +85,8 @@ describe('task records', () => {
     expect((await pending).status).toBe(504);
     const ended = await waitTerminal(a.task_address);
     fake.answer(a.task_address, ['too', 'late']);
-    await sleep(300);
+    // Handled (and dropped) by the dispatcher before this returns; any transition they caused is recorded.
+    await fake.sync();
     await recordsWritten();
     const row = await db().task.findUniqueOrThrow({ where: { address: a.task_address } });
     expect(row).toEqual(ended);
@@ -102,7 +103,7 @@ describe('task records', () => {
     const ended = await waitTerminal(a.task_address);
     expect([ended.status, ended.errorCode]).toEqual(['cancelled', 'client_disconnected']);
     fake.error(a.task_address, 0, 'device_error', 'the runtime stopped');
-    await sleep(300);
+    await fake.sync();
     await recordsWritten();
     expect(await db().task.findUniqueOrThrow({ where: { address: a.task_address } })).toEqual(ended);
   });

@@ -1,25 +1,13 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import { closeDb, createDevice, createTenant, db, sleep, taskCount, uniq, waitOnline } from '../../support/stack';
+import { createDevice, createTenant, db, sleep, taskCount, uniq, waitOnline } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 /** Organization limits as a client meets them: requests per minute, requests at once, queued per model. */
 describe('limits (api)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
-
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(), startDispatcherApp()]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
+  const apps = relayApps();
+  const { devices } = apps;
 
   /** A tenant with limits, and a model served by one fake device. */
   async function fixture(limits: { rpm?: number; concurrency?: number; maxQueued?: number }) {
@@ -28,14 +16,14 @@ describe('limits (api)', () => {
     const tenant = await createTenant([model]);
     await new AdminService(db()).setLimits(tenant.org.name, limits);
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(fake);
     await waitOnline([model], token);
     return { model, tenant, fake };
   }
 
   const chat = (tenant: Tenant, model: string) =>
-    fetch(`${api.url}/v1/chat/completions`, {
+    fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),

@@ -1,7 +1,6 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
 import {
-  closeDb,
   createDevice,
   createTenant,
   db,
@@ -12,8 +11,7 @@ import {
   waitTerminal,
 } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 /**
  * Where a waiting request stands, as GET /v1/tasks/{address} tells its organization: its place among
@@ -22,23 +20,10 @@ import type { InProcessApp } from '../support/apps';
  * service time that the transitions script's `end` keeps per queue).
  */
 describe('queue standing (api)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
   const settings = { QUEUE_TIMEOUT_MS: '30000', TASK_IDLE_TIMEOUT_MS: '30000' };
 
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(settings), startDispatcherApp(settings)]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
-
   const chat = (tenant: Tenant, model: string, content: string) =>
-    fetch(`${api.url}/v1/chat/completions`, {
+    fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content }] }),
@@ -50,7 +35,7 @@ describe('queue standing (api)', () => {
     const rows = await db().task.findMany({ where: { orgId: tenant.org.id }, orderBy: { queuedAt: 'asc' } });
     const views = [];
     for (const row of rows) {
-      const res = await http('GET', `${api.url}/v1/tasks/${row.address}`, {
+      const res = await http('GET', `${apps.api.url}/v1/tasks/${row.address}`, {
         headers: { authorization: `Bearer ${tenant.key}` },
       });
       expect(res.status).toBe(200);
@@ -60,13 +45,15 @@ describe('queue standing (api)', () => {
     }
     return views;
   }
+  const apps = relayApps(settings);
+  const { devices } = apps;
 
   it("counts only the organization's own requests, and estimates the wait once the queue has a service time", async () => {
     const model = uniq('medium-standing');
     await new AdminService(db()).addModel({ id: model, network: true });
     const [a, b] = [await createTenant([model]), await createTenant([model])];
     const { token } = await createDevice();
-    const device = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const device = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(device);
     await waitOnline([model], token);
 

@@ -3,7 +3,6 @@ import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
 import { postSse } from '../../support/sse';
 import {
-  closeDb,
   createDevice,
   createTenant,
   db,
@@ -15,8 +14,7 @@ import {
   waitTerminal,
 } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -27,25 +25,14 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
  * Redis; devices are socket.io clients written by hand.
  */
 describe('relay (api)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
   const timeouts = {
     QUEUE_TIMEOUT_MS: '1500',
     TASK_IDLE_TIMEOUT_MS: '3000',
     ASSIGN_ACK_TIMEOUT_MS: '1000',
     LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent',
   };
-
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(timeouts), startDispatcherApp(timeouts)]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
+  const apps = relayApps(timeouts);
+  const { devices } = apps;
 
   /** A tenant with a model of its own (max 100 output tokens) served by `count` fake network devices. */
   async function fixture(count = 1, opts: { features?: string[] } = {}) {
@@ -55,7 +42,7 @@ describe('relay (api)', () => {
     const fakes: FakeDevice[] = [];
     for (let i = 0; i < count; i++) {
       const { token } = await createDevice();
-      const fake = await FakeDevice.connect(dispatcher.url, token, [model], opts);
+      const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model], opts);
       devices.push(fake);
       fakes.push(fake);
       await waitOnline([model], token);
@@ -64,7 +51,7 @@ describe('relay (api)', () => {
   }
 
   const chat = (tenant: Tenant, body: object, signal?: AbortSignal) =>
-    fetch(`${api.url}/v1/chat/completions`, {
+    fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -137,7 +124,7 @@ describe('relay (api)', () => {
 
   it('a streamed request: one SSE chunk per device event, in order, ending in [DONE]', async () => {
     const { model, tenant, fakes } = await fixture();
-    const pending = postSse(`${api.url}/v1/chat/completions`, tenant.key, ask(model, { stream: true }));
+    const pending = postSse(`${apps.api.url}/v1/chat/completions`, tenant.key, ask(model, { stream: true }));
     const assignment = await fakes[0].nextAssignment();
     fakes[0].answer(assignment.task_address, ['a', 'b', 'c']);
     const sse = await pending;
@@ -254,7 +241,7 @@ describe('relay (api)', () => {
 
   it('a device that drops after output: the stream ends with an explicit device_disconnected error', async () => {
     const { model, tenant, fakes } = await fixture();
-    const pending = postSse(`${api.url}/v1/chat/completions`, tenant.key, ask(model, { stream: true }));
+    const pending = postSse(`${apps.api.url}/v1/chat/completions`, tenant.key, ask(model, { stream: true }));
     const assignment = await fakes[0].nextAssignment();
     fakes[0].delta(assignment.task_address, 0, 'half an ans');
     await sleep(200);
@@ -287,7 +274,7 @@ describe('relay (api)', () => {
     const { model, tenant, fakes } = await fixture();
     const pending = chat(tenant, ask(model));
     const assignment = await fakes[0].nextAssignment();
-    const url = `${api.url}/v1/tasks/${assignment.task_address}`;
+    const url = `${apps.api.url}/v1/tasks/${assignment.task_address}`;
     const during = await http('GET', url, { headers: { authorization: `Bearer ${tenant.key}` } });
     expect(during.status).toBe(200);
     expect(during.body).toMatchObject({ task_address: assignment.task_address, model });

@@ -1,18 +1,7 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import {
-  ADMIN_TOKEN,
-  closeDb,
-  createDevice,
-  createTenant,
-  db,
-  http,
-  sleep,
-  uniq,
-  waitOnline,
-} from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { ADMIN_TOKEN, createDevice, createTenant, db, http, sleep, uniq, waitOnline } from '../../support/stack';
+import { relayApps } from '../support/apps';
 
 /**
  * The live state operators see of a device (GET /admin/devices/{id}), kept in Redis by scripts: its
@@ -20,22 +9,11 @@ import type { InProcessApp } from '../support/apps';
  * and the task transitions set and clear the task the device holds.
  */
 describe('device live state (dispatcher)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
-
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(), startDispatcherApp()]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
+  const apps = relayApps();
+  const { devices } = apps;
 
   const live = async (id: string) => {
-    const res = await http('GET', `${api.url}/admin/devices/${id}`, {
+    const res = await http('GET', `${apps.api.url}/admin/devices/${id}`, {
       headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
     });
     expect(res.status).toBe(200);
@@ -58,7 +36,7 @@ describe('device live state (dispatcher)', () => {
     await new AdminService(db()).addModel({ id: model, network: true });
     const tenant = await createTenant([model]);
     const { id, token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(fake);
     await waitOnline([model], token);
 
@@ -69,7 +47,7 @@ describe('device live state (dispatcher)', () => {
     expect(Date.parse(renewed.last_heartbeat_at)).toBeGreaterThan(Date.parse(connected.connected_at));
     expect(renewed).toMatchObject({ online: true, connected_at: connected.connected_at, models: [model] });
 
-    const pending = fetch(`${api.url}/v1/chat/completions`, {
+    const pending = fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),

@@ -1,18 +1,8 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
-import {
-  closeDb,
-  createDevice,
-  createTenant,
-  db,
-  taskCount,
-  uniq,
-  waitOnline,
-  waitTerminal,
-} from '../../support/stack';
+import { createDevice, createTenant, db, taskCount, uniq, waitOnline, waitTerminal } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 /**
  * The dispatcher's assignment rules, seen from the devices: one task per device at a time, only to
@@ -20,30 +10,19 @@ import type { InProcessApp } from '../support/apps';
  * ownership of the events a device sends.
  */
 describe('dispatch (dispatcher)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
   const settings = { ASSIGN_ACK_TIMEOUT_MS: '800', QUEUE_TIMEOUT_MS: '20000', TASK_IDLE_TIMEOUT_MS: '20000' };
-
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(settings), startDispatcherApp(settings)]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
 
   async function model(): Promise<{ model: string; tenant: Tenant }> {
     const id = uniq('medium-dispatch');
     await new AdminService(db()).addModel({ id, network: true });
     return { model: id, tenant: await createTenant([id]) };
   }
+  const apps = relayApps(settings);
+  const { devices } = apps;
 
   async function device(models: string[], opts: { features?: string[]; ack?: boolean } = {}): Promise<FakeDevice> {
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, models, opts);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, models, opts);
     devices.push(fake);
     await waitOnline(models, token);
     return fake;
@@ -58,7 +37,7 @@ describe('dispatch (dispatcher)', () => {
   }
 
   const chat = (tenant: Tenant, model: string, extra: object = {}) =>
-    fetch(`${api.url}/v1/chat/completions`, {
+    fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], ...extra }),

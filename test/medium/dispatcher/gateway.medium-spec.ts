@@ -3,7 +3,6 @@ import { AdminService, PROTOCOL_VERSION, createRedis, decodePresenceMember, keys
 import { FakeDevice } from '../../support/fake-device';
 import {
   REDIS_URL,
-  closeDb,
   createDevice,
   createTenant,
   db,
@@ -14,30 +13,19 @@ import {
   waitOnline,
   waitTerminal,
 } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 /** The `/devices` namespace with real socket.io clients: handshake, announce, presence, validation. */
 describe('device gateway (dispatcher)', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
+  const apps = relayApps();
+  const { devices } = apps;
   const redis = createRedis(REDIS_URL);
-  const devices: FakeDevice[] = [];
 
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(), startDispatcherApp()]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    redis.disconnect();
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
+  afterAll(() => redis.disconnect());
 
   /** What the handshake answers for `auth`: 'connected', or the error message of connect_error. */
   function handshake(auth: object | undefined, namespace = '/devices'): Promise<string> {
-    const socket = io(`${dispatcher.url}${namespace}`, {
+    const socket = io(`${apps.dispatcher.url}${namespace}`, {
       transports: ['websocket'],
       auth: auth as Record<string, unknown>,
       reconnection: false,
@@ -72,7 +60,7 @@ describe('device gateway (dispatcher)', () => {
     const model = uniq('medium-gw');
     const tenant = await createTenant([model]);
     const direct = await createDevice(tenant.org.name);
-    const fake = await FakeDevice.connect(dispatcher.url, direct.token, [model], { features: ['tools', 'n'] });
+    const fake = await FakeDevice.connect(apps.dispatcher.url, direct.token, [model], { features: ['tools', 'n'] });
     devices.push(fake);
     await waitOnline([model], direct.token, { pool: tenant.org.id });
     expect(await presence(tenant.org.id, model)).toEqual([{ deviceId: direct.id, features: ['n', 'tools'] }]);
@@ -101,7 +89,7 @@ describe('device gateway (dispatcher)', () => {
   it('an invalid announce is refused in its acknowledgement and changes nothing', async () => {
     const model = await catalogModel();
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(fake);
     await waitOnline([model], token);
     for (const bad of [null, {}, { models: 'x' }, { agent_version: 'a', backend: 'b', models: [''], features: [] }]) {
@@ -119,7 +107,7 @@ describe('device gateway (dispatcher)', () => {
     const unknown = uniq('not-in-catalog');
     const tenant = await createTenant([known]);
     const announce = async (token: string, models: string[]) => {
-      const fake = await FakeDevice.connect(dispatcher.url, token, [], { features: [] });
+      const fake = await FakeDevice.connect(apps.dispatcher.url, token, [], { features: [] });
       devices.push(fake);
       return fake.socket.timeout(5_000).emitWithAck('announce', {
         agent_version: 'fake-1',
@@ -160,7 +148,7 @@ describe('device gateway (dispatcher)', () => {
 
   it('an announce of more models than DEVICE_MAX_MODELS is refused whole', async () => {
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [], { features: [] });
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [], { features: [] });
     devices.push(fake);
     const many = Array.from({ length: 65 }, (_, i) => `too-many-${i}`);
     const answer = await fake.socket.timeout(5_000).emitWithAck('announce', {
@@ -177,22 +165,22 @@ describe('device gateway (dispatcher)', () => {
   it('a disconnected device is withdrawn from presence, and the health count follows', async () => {
     const model = await catalogModel();
     const { token } = await createDevice();
-    const before = (await http('GET', `${dispatcher.url}/healthz`)).body.devices;
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const before = (await http('GET', `${apps.dispatcher.url}/healthz`)).body.devices;
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     await waitOnline([model], token);
-    expect((await http('GET', `${dispatcher.url}/healthz`)).body.devices).toBe(before + 1);
+    expect((await http('GET', `${apps.dispatcher.url}/healthz`)).body.devices).toBe(before + 1);
     fake.close();
     for (let i = 0; i < 100 && (await presence('network', model)).length > 0; i++) {
       await sleep(20);
     }
     expect(await presence('network', model)).toEqual([]);
-    expect((await http('GET', `${dispatcher.url}/healthz`)).body.devices).toBe(before);
+    expect((await http('GET', `${apps.dispatcher.url}/healthz`)).body.devices).toBe(before);
   });
 
   it('a revoked device is disconnected and refused from then on', async () => {
     const model = await catalogModel();
     const device = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, device.token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, device.token, [model]);
     devices.push(fake);
     await waitOnline([model], device.token);
     await new AdminService(db()).revokeDevice(device.id);
@@ -207,10 +195,10 @@ describe('device gateway (dispatcher)', () => {
     const model = await catalogModel();
     const tenant = await createTenant([model]);
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(fake);
     await waitOnline([model], token);
-    const pending = fetch(`${api.url}/v1/chat/completions`, {
+    const pending = fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
@@ -227,7 +215,7 @@ describe('device gateway (dispatcher)', () => {
 
   it('events of unknown names count as invalid: DEVICE_MAX_INVALID_EVENTS of them disconnect the device', async () => {
     const { token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, []);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, []);
     devices.push(fake);
     const gone = new Promise<string>((resolve) => fake.socket.once('disconnect', resolve));
     // 20 is the default of DEVICE_MAX_INVALID_EVENTS.
@@ -235,7 +223,7 @@ describe('device gateway (dispatcher)', () => {
       fake.socket.emit(i % 2 ? 'no:such:event' : '__proto__', { i });
     }
     expect(await gone).toBe('io server disconnect');
-    const metrics = (await http('GET', `${dispatcher.url}/metrics`)).text;
+    const metrics = (await http('GET', `${apps.dispatcher.url}/metrics`)).text;
     expect(metrics).toMatch(/switchyard_device_invalid_events_total\{[^}]*reason="unknown_event"[^}]*\} [1-9]/);
   });
 });

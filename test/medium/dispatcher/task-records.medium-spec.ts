@@ -1,7 +1,6 @@
 import { AdminService } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
 import {
-  closeDb,
   createDevice,
   createTenant,
   db,
@@ -12,42 +11,30 @@ import {
   waitTerminal,
 } from '../../support/stack';
 import type { Tenant } from '../../support/stack';
-import { startApiApp, startDispatcherApp } from '../support/apps';
-import type { InProcessApp } from '../support/apps';
+import { relayApps } from '../support/apps';
 
 /**
  * The task record's transitions: every one is conditional on the state it expects, so that the
  * first ending wins and a late event of a device never overwrites it; times are in order.
  */
 describe('task records', () => {
-  let api: InProcessApp;
-  let dispatcher: InProcessApp;
-  const devices: FakeDevice[] = [];
   const settings = { TASK_IDLE_TIMEOUT_MS: '1500', QUEUE_TIMEOUT_MS: '5000' };
-
-  beforeAll(async () => {
-    [api, dispatcher] = await Promise.all([startApiApp(settings), startDispatcherApp(settings)]);
-  });
-
-  afterAll(async () => {
-    devices.forEach((d) => d.close());
-    await Promise.all([api?.close(), dispatcher?.close()]);
-    await closeDb();
-  });
 
   async function fixture() {
     const model = uniq('medium-records');
     await new AdminService(db()).addModel({ id: model, network: true });
     const tenant = await createTenant([model]);
     const { id, token } = await createDevice();
-    const fake = await FakeDevice.connect(dispatcher.url, token, [model]);
+    const fake = await FakeDevice.connect(apps.dispatcher.url, token, [model]);
     devices.push(fake);
     await waitOnline([model], token);
     return { model, tenant, fake, deviceId: id };
   }
+  const apps = relayApps(settings);
+  const { devices } = apps;
 
   const chat = (tenant: Tenant, model: string, stream = false, signal?: AbortSignal) =>
-    fetch(`${api.url}/v1/chat/completions`, {
+    fetch(`${apps.api.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hi' }] }),

@@ -7,7 +7,8 @@ import { AppModule } from '../../../apps/api/src/app.module';
 import { API_APP_OPTIONS, configureApiApp, createApiAdapter } from '../../../apps/api/src/bootstrap';
 import { DispatcherModule } from '../../../apps/dispatcher/src/app.module';
 import { DeviceGateway } from '../../../apps/dispatcher/src/devices/device.gateway';
-import { ADMIN_TOKEN, DATABASE_URL, REDIS_URL } from '../../support/stack';
+import type { FakeDevice } from '../../support/fake-device';
+import { ADMIN_TOKEN, DATABASE_URL, REDIS_URL, closeDb } from '../../support/stack';
 
 /**
  * The api and the dispatcher as Nest applications in this process, built with @nestjs/testing from
@@ -68,4 +69,45 @@ export async function startDispatcherApp(env: Record<string, string> = {}): Prom
   await app.listen(0, '127.0.0.1');
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
   return { app, config, url, close: () => closeApp(app) };
+}
+
+/** An api and a dispatcher of a suite, with the fake devices its tests connect. */
+export interface RelayApps {
+  readonly api: InProcessApp;
+  readonly dispatcher: InProcessApp;
+  /** Fake devices a test connected: closed with the apps. */
+  readonly devices: FakeDevice[];
+}
+
+/**
+ * Starts an api and a dispatcher with `settings` before the suite's tests, and closes them after,
+ * with the suite's fake devices and its database client. Called in a `describe` body.
+ */
+export function relayApps(settings: Record<string, string> = {}): RelayApps {
+  let api: InProcessApp | undefined;
+  let dispatcher: InProcessApp | undefined;
+  const devices: FakeDevice[] = [];
+  beforeAll(async () => {
+    [api, dispatcher] = await Promise.all([startApiApp(settings), startDispatcherApp(settings)]);
+  });
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    await Promise.all([api?.close(), dispatcher?.close()]);
+    await closeDb();
+  });
+  const started = (app: InProcessApp | undefined): InProcessApp => {
+    if (!app) {
+      throw new Error('relayApps: the apps start in beforeAll; use them in a test or a hook after it');
+    }
+    return app;
+  };
+  return {
+    get api() {
+      return started(api);
+    },
+    get dispatcher() {
+      return started(dispatcher);
+    },
+    devices,
+  };
 }

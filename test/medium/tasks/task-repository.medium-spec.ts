@@ -1,12 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { AdminService, TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
+import { TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
 import type { NewTask, SqlRunner, TransitionResult } from '@app/common';
 import { createPool } from '../../../libs/common/src/prisma/pool';
 import { ENDED_VERSION } from '../../../libs/common/src/tasks/task-transitions.lua';
-import { DATABASE_URL, REDIS_URL, closeDb, createDevice, createTenant, db, sleep, uniq } from '../../support/stack';
-import type { Tenant } from '../../support/stack';
+import { DATABASE_URL, REDIS_URL, closeDb, db, sleep, uniq } from '../../support/stack';
+import { TASK_TTLS, createTaskOwners, newTaskOf } from './task-fixture';
+import type { TaskOwners } from './task-fixture';
 
 /**
  * The task repository on the real Redis (its transitions are one Lua script) and Postgres (written
@@ -18,11 +18,10 @@ describe('TaskRepository', () => {
   let sql: SqlRunner;
   let tasks: TaskRepository;
   let writer: TaskRecordWriter;
-  let tenant: Tenant;
-  let model: string;
-  /** Registered devices: a record names its device (a foreign key). */
+  /** A record names its org, key, model and device (foreign keys). */
+  let owners: TaskOwners;
   let deviceIds: string[];
-  const options = { liveTtlMs: 60_000, endedTtlMs: 60_000, streamTtlS: 60 };
+  const options = TASK_TTLS;
 
   beforeAll(async () => {
     redis = createRedis(REDIS_URL);
@@ -31,13 +30,8 @@ describe('TaskRepository', () => {
     tasks = new TaskRepository(redis, options, sql);
     writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
     writer.start();
-    model = uniq('medium-repo');
-    await new AdminService(db()).addModel({ id: model, network: true });
-    tenant = await createTenant([model]);
-    deviceIds = [];
-    for (let i = 0; i < 6; i++) {
-      deviceIds.push((await createDevice()).id);
-    }
+    owners = await createTaskOwners('medium-repo', 6);
+    deviceIds = owners.deviceIds;
   });
 
   afterAll(async () => {
@@ -47,22 +41,7 @@ describe('TaskRepository', () => {
     await closeDb();
   });
 
-  function newTask(): NewTask {
-    const id = randomUUID();
-    return {
-      id,
-      address: `network:${id}`,
-      orgId: tenant.org.id,
-      apiKeyId: tenant.keyId,
-      modelId: model,
-      mode: 'network',
-      api: 'openai',
-      stream: true,
-      line: 'medium-line',
-      apiInstance: 'api-medium',
-      deadline: Date.now() + 60_000,
-    };
-  }
+  const newTask = (): NewTask => newTaskOf(owners, { line: 'medium-line' });
 
   function create(task: NewTask): Promise<TransitionResult> {
     return tasks.create(task);
@@ -201,8 +180,8 @@ describe('TaskRepository', () => {
       completionTokens: 1,
       outputSha256: 'ab'.repeat(32),
       errorCode: null,
-      orgId: tenant.org.id,
-      apiKeyId: tenant.keyId,
+      orgId: owners.tenant.org.id,
+      apiKeyId: owners.tenant.keyId,
     });
     const times = [record.queuedAt, record.assignedAt, record.firstTokenAt, record.finishedAt].map((d) => d!.getTime());
     expect([...times].sort((x, y) => x - y)).toEqual(times);

@@ -1,20 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Pool } from 'pg';
-import { AdminService, TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
+import { TaskRepository, createRedis, keys } from '@app/common';
 import type { Ending, NewTask, TaskSnapshot } from '@app/common';
-import { createPool } from '../../../libs/common/src/prisma/pool';
-import {
-  DATABASE_URL,
-  REDIS_URL,
-  closeDb,
-  createDevice,
-  createTenant,
-  db,
-  recordsWritten,
-  uniq,
-} from '../../support/stack';
-import type { Tenant } from '../../support/stack';
+import { REDIS_URL, closeDb, recordsWritten, uniq } from '../../support/stack';
+import { TASK_TTLS, createTaskOwners, newTaskOf, startRecordWriter } from './task-fixture';
+import type { TaskOwners } from './task-fixture';
 
 /**
  * Every op of the task transitions script (create, claim, first, requeue, end) and every guard, at its
@@ -26,56 +16,31 @@ import type { Tenant } from '../../support/stack';
 describe('task transitions', () => {
   let redis: Redis;
   let tasks: TaskRepository;
-  let tenant: Tenant;
-  let model: string;
-  let devices: string[];
   /** Records must name real rows (foreign keys) when a writer writes them: a real org, key, model, devices. */
-  const options = { liveTtlMs: 60_000, endedTtlMs: 60_000, streamTtlS: 60 };
+  let owners: TaskOwners;
+  let devices: string[];
   const dispatcher = uniq('disp');
 
   beforeAll(async () => {
     redis = createRedis(REDIS_URL);
     // No Postgres fallback: a transition of an unknown task is answered by Redis alone.
-    tasks = new TaskRepository(redis, options);
-    model = uniq('medium-transitions');
-    await new AdminService(db()).addModel({ id: model, network: true });
-    tenant = await createTenant([model]);
-    devices = [(await createDevice()).id, (await createDevice()).id];
+    tasks = new TaskRepository(redis, TASK_TTLS);
+    owners = await createTaskOwners('medium-transitions');
+    devices = owners.deviceIds;
   });
 
   afterAll(async () => {
-    let pool: Pool | undefined;
-    let writer: TaskRecordWriter | undefined;
+    const writer = startRecordWriter();
     try {
-      pool = createPool(DATABASE_URL, 2);
-      const sql = { sql: (text: string, values?: unknown[]) => pool!.query(text, values) };
-      writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
-      writer.start();
       await recordsWritten();
     } finally {
-      await writer?.stop();
-      await pool?.end();
+      await writer.stop();
       redis?.disconnect();
       await closeDb();
     }
   });
 
-  function newTask(): NewTask {
-    const id = randomUUID();
-    return {
-      id,
-      address: `network:${id}`,
-      orgId: tenant.org.id,
-      apiKeyId: tenant.keyId,
-      modelId: model,
-      mode: 'network',
-      api: 'openai',
-      stream: true,
-      line: `chat.network.${model}.${tenant.org.id}`,
-      apiInstance: 'api-medium',
-      deadline: Date.now() + 60_000,
-    };
-  }
+  const newTask = (): NewTask => newTaskOf(owners);
 
   async function created(): Promise<NewTask> {
     const task = newTask();
@@ -138,7 +103,7 @@ describe('task transitions', () => {
         id: task.id,
         address: task.address,
         orgId: task.orgId,
-        modelId: model,
+        modelId: owners.model,
         line: task.line,
         status: 'queued',
         version: 0,

@@ -1,21 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
-import type { Pool } from 'pg';
-import { AdminService, TaskRecordWriter, TaskRepository, createLogger, createRedis } from '@app/common';
+import { TaskRepository, createRedis } from '@app/common';
 import type { EndGuard, Ending, NewTask, TaskSnapshot, TaskStatus, TransitionResult } from '@app/common';
-import { createPool } from '../../../libs/common/src/prisma/pool';
-import {
-  DATABASE_URL,
-  REDIS_URL,
-  closeDb,
-  createDevice,
-  createTenant,
-  db,
-  recordsWritten,
-  uniq,
-} from '../../support/stack';
-import type { Tenant } from '../../support/stack';
+import { REDIS_URL, closeDb, db, recordsWritten, uniq } from '../../support/stack';
+import { TASK_TTLS, createTaskOwners, newTaskOf, startRecordWriter } from './task-fixture';
+import type { RecordWriterFixture, TaskOwners } from './task-fixture';
 
 /** Fixed, so that CI runs the same sequences every time (a failure prints the seed and the shrunk sequence). */
 const SEED = 0x7a5c_0033;
@@ -101,56 +91,28 @@ function expected(model: Model, step: Op): { result: TransitionResult; next: Mod
  */
 describe('task transitions (property)', () => {
   let redis: Redis;
-  let pool: Pool;
   let tasks: TaskRepository;
-  let writer: TaskRecordWriter;
-  let tenant: Tenant;
-  let model: string;
+  let writer: RecordWriterFixture;
+  let owners: TaskOwners;
   let devices: string[];
-  const options = { liveTtlMs: 60_000, endedTtlMs: 60_000, streamTtlS: 60 };
   const dispatcher = uniq('disp');
 
   beforeAll(async () => {
     redis = createRedis(REDIS_URL);
-    pool = createPool(DATABASE_URL, 2);
     // No Postgres fallback for endings: a transition of an unknown task is answered by Redis alone.
-    tasks = new TaskRepository(redis, options);
-    writer = new TaskRecordWriter(
-      createRedis(REDIS_URL),
-      { sql: (text, values) => pool.query(text, values) },
-      createLogger('test', 'silent'),
-      uniq('writer'),
-    );
-    writer.start();
-    model = uniq('medium-property');
-    await new AdminService(db()).addModel({ id: model, network: true });
-    tenant = await createTenant([model]);
-    devices = [(await createDevice()).id, (await createDevice()).id];
+    tasks = new TaskRepository(redis, TASK_TTLS);
+    writer = startRecordWriter();
+    owners = await createTaskOwners('medium-property');
+    devices = owners.deviceIds;
   });
 
   afterAll(async () => {
     await writer?.stop();
-    await pool?.end();
     redis?.disconnect();
     await closeDb();
   });
 
-  function newTask(): NewTask {
-    const id = randomUUID();
-    return {
-      id,
-      address: `network:${id}`,
-      orgId: tenant.org.id,
-      apiKeyId: tenant.keyId,
-      modelId: model,
-      mode: 'network',
-      api: 'openai',
-      stream: false,
-      line: `chat.network.${model}.${tenant.org.id}`,
-      apiInstance: 'api-medium',
-      deadline: Date.now() + 60_000,
-    };
-  }
+  const newTask = (): NewTask => newTaskOf(owners, { stream: false });
 
   const event = (type: string) => ['a', '1', 's', '1', 'e', JSON.stringify([{ type }])];
 

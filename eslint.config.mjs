@@ -113,7 +113,21 @@ export default tseslint.config(
   {
     // Tests read untyped JSON bodies from the wire; `any` there is the honest type.
     files: ['test/**/*.ts', '**/*.spec.ts'],
-    rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      // One assertion style in tests: Jest's expect. (The typescript-eslint rule, not the core
+      // no-restricted-imports, which the module boundaries below set per folder and would replace.)
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: ['assert', 'assert/strict', 'node:assert', 'node:assert/strict'].map((name) => ({
+            name,
+            message: "Tests assert with Jest's expect (toBe, toEqual, toMatch, rejects…), not node:assert.",
+          })),
+        },
+      ],
+    },
   },
   ...moduleBoundaries(import.meta.dirname, MODULE_SCOPES, SEALED),
 );

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,8 +36,8 @@ describe('bench profile summary', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bench-profile-'));
     try {
       const summary = summarizeProfile(writeProfile(dir), '/repo');
-      assert.equal(summary.totalMs, 1);
-      assert.equal(summary.busyMs, 0.5);
+      expect(summary.totalMs).toBe(1);
+      expect(summary.busyMs).toBe(0.5);
       expect(summary.top.map((f) => [f.frame, f.percent])).toEqual([
         ['parse node_modules/@scope/pkg/index.js:1', 60],
         ['handler dist/apps/api/src/x.js:10', 20],
@@ -62,10 +61,10 @@ describe('bench profile summary', () => {
   });
 
   it('names where code comes from', () => {
-    assert.equal(originOf('node:internal/streams/writable'), 'node:internal');
-    assert.equal(originOf('file:///w/node_modules/ioredis/built/Redis.js'), 'ioredis');
-    assert.equal(originOf('file:///w/node_modules/@prisma/client/runtime/client.js'), '@prisma/client');
-    assert.equal(originOf('file:///w/dist/libs/common/src/index.js'), 'switchyard');
-    assert.equal(originOf(''), '(v8/native)');
+    expect(originOf('node:internal/streams/writable')).toBe('node:internal');
+    expect(originOf('file:///w/node_modules/ioredis/built/Redis.js')).toBe('ioredis');
+    expect(originOf('file:///w/node_modules/@prisma/client/runtime/client.js')).toBe('@prisma/client');
+    expect(originOf('file:///w/dist/libs/common/src/index.js')).toBe('switchyard');
+    expect(originOf('')).toBe('(v8/native)');
   });
 });

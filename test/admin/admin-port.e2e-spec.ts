@@ -1,7 +1,7 @@
-import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, closeDb, createTenant, freePort, http, startApi } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
 import { assertOpenAIError } from '../foundation/helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * ADMIN_PORT (issue 12): with it set, the admin API answers only on the admin listener (ADMIN_HOST,
@@ -27,15 +27,15 @@ describe('ADMIN_PORT: the admin API on its own listener', () => {
 
   test('the admin listener serves /admin, with the admin token', async () => {
     const orgs = await http('GET', `${adminUrl}/admin/orgs`, { headers: auth });
-    assert.equal(orgs.status, 200, orgs.text);
-    assert.ok(orgs.body.data.some((o: { name: string }) => o.name === tenant.org.name));
+    expectStatus(orgs, 200);
+    expect(orgs.body.data.some((o: { name: string }) => o.name === tenant.org.name)).toBe(true);
     const created = await http('POST', `${adminUrl}/admin/orgs`, {
       headers: auth,
       body: { name: `${tenant.org.name}-2` },
     });
-    assert.equal(created.status, 201, created.text);
+    expectStatus(created, 201);
     assertOpenAIError(await http('GET', `${adminUrl}/admin/orgs`), 401, 'invalid_admin_token');
-    assert.equal((await http('GET', `${adminUrl}/healthz`)).status, 200);
+    expect((await http('GET', `${adminUrl}/healthz`)).status).toBe(200);
   });
 
   test('the public port answers 404 unknown_url for /admin, as for any unknown URL, token or not', async () => {
@@ -58,15 +58,15 @@ describe('ADMIN_PORT: the admin API on its own listener', () => {
     }
     // Nothing was done: the key still works, no org "x" was created.
     const models = await http('GET', `${api.url}/v1/models`, { headers: { authorization: `Bearer ${tenant.key}` } });
-    assert.equal(models.status, 200, models.text);
+    expectStatus(models, 200);
     const orgs = await http('GET', `${adminUrl}/admin/orgs`, { headers: auth });
-    assert.ok(!orgs.body.data.some((o: { name: string }) => o.name === 'x'));
+    expect(orgs.body.data.some((o: { name: string }) => o.name === 'x')).toBe(false);
   });
 
   test('the dashboard lives on the admin listener only', async () => {
     const page = await fetch(`${adminUrl}/dashboard`);
-    assert.equal(page.status, 200);
-    assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type') ?? '').toMatch(/text\/html/);
     assertOpenAIError(await http('GET', `${api.url}/dashboard`), 404, 'unknown_url', null);
   });
 

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   ADMIN_TOKEN,
   cli,
@@ -15,6 +14,7 @@ import {
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
 import { assertOpenAIError } from '../foundation/helpers';
+import { expectStatus } from '../support/expect-status';
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
@@ -96,13 +96,13 @@ describe('admin: live devices and queues', () => {
       available: true,
       task: null,
     });
-    assert.match(shown.connected_at, ISO);
-    assert.match(shown.last_heartbeat_at, ISO);
-    assert.equal(typeof shown.dispatcher, 'string');
-    assert.ok(shown.dispatcher.length > 0);
+    expect(shown.connected_at).toMatch(ISO);
+    expect(shown.last_heartbeat_at).toMatch(ISO);
+    expect(typeof shown.dispatcher).toBe('string');
+    expect(shown.dispatcher.length > 0).toBe(true);
 
     const list = await admin('GET', '/admin/devices');
-    assert.equal(list.status, 200, list.text);
+    expectStatus(list, 200);
     const offline = list.body.data.find((d: { id: string }) => d.id === away.id);
     expect(offline).toMatchObject({
       pool: 'direct',
@@ -144,7 +144,7 @@ describe('admin: live devices and queues', () => {
       async () => (await admin('GET', `/admin/devices/${deviceId}`)).body,
       (d) => d.task !== null,
     );
-    assert.equal(busy.task, address);
+    expect(busy.task).toBe(address);
 
     // Behind it: two requests of acme, one of globex.
     const waiting = [chat(acme), chat(acme), chat(globex)];
@@ -158,20 +158,24 @@ describe('admin: live devices and queues', () => {
       devices_online: 1,
       devices_busy: 1,
     });
-    assert.ok(queue.oldest_wait_ms >= 0, JSON.stringify(queue));
+    expect({ ok: queue.oldest_wait_ms >= 0, queue }).toEqual(expect.objectContaining({ ok: true }));
     const lines = Object.fromEntries(queue.lines.map((l: any) => [l.org, l]));
     expect(Object.keys(lines).sort()).toEqual([acme.org.name, globex.org.name].sort());
     expect(lines[acme.org.name]).toMatchObject({ org_id: acme.org.id, waiting: 2 });
     expect(lines[globex.org.name]).toMatchObject({ org_id: globex.org.id, waiting: 1 });
-    assert.ok(lines[acme.org.name].oldest_wait_ms >= lines[globex.org.name].oldest_wait_ms - 1_000);
+    expect(lines[acme.org.name].oldest_wait_ms >= lines[globex.org.name].oldest_wait_ms - 1_000).toBe(true);
 
     // The CLI shows the same.
     const table = await cli(['queues']);
-    assert.equal(table.code, 0, table.stderr);
+    expect({ code: table.code, stderr: table.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     const row = table.stdout.split('\n').find((l) => l.startsWith(`${model} `));
-    assert.ok(row, table.stdout);
-    assert.match(row, /\bnetwork\s+-\s+3\s+\d+\s+1\s+1\s/);
-    assert.ok(row.includes(`${acme.org.name}:2`) && row.includes(`${globex.org.name}:1`), row);
+    if (!row) {
+      throw new Error(table.stdout);
+    }
+    expect(row).toMatch(/\bnetwork\s+-\s+3\s+\d+\s+1\s+1\s/);
+    expect({ ok: row.includes(`${acme.org.name}:2`) && row.includes(`${globex.org.name}:1`), row }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const json = await cli(['--json', 'queues']);
     const cliQueue = JSON.parse(json.stdout).data.find((q: any) => q.model === model && q.pool === 'network');
     expect(cliQueue).toMatchObject({ waiting: 3, devices_online: 1, devices_busy: 1 });
@@ -183,11 +187,11 @@ describe('admin: live devices and queues', () => {
       device.answer(next.task_address, ['ok']);
     }
     for (const res of await Promise.all([first, ...waiting])) {
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
     }
     const drained = await until('the queue drained', queueOf, (q) => q?.waiting === 0 && q.devices_busy === 0);
     expect(drained.lines).toEqual([]);
-    assert.equal(drained.oldest_wait_ms, null);
+    expect(drained.oldest_wait_ms).toBeNull();
   });
 
   test('the CLI lists devices with their live state, and shows one', async () => {
@@ -200,15 +204,14 @@ describe('admin: live devices and queues', () => {
       async () => cli(['device', 'list']),
       (r) => r.stdout.split('\n').some((l) => l.startsWith(id) && / true /.test(l)),
     );
-    assert.match(
-      list.stdout.split('\n')[0],
+    expect(list.stdout.split('\n')[0]).toMatch(
       /^ID\s+NAME\s+ORG\s+POOL\s+TOKEN_PREFIX\s+STATUS\s+ONLINE\s+AVAILABLE\s+MODELS\s+TASK\s+LAST_HEARTBEAT_AT$/,
     );
     const line = list.stdout.split('\n').find((l) => l.startsWith(id))!;
-    assert.match(line, new RegExp(`-\\s+network\\s+syd_\\S+\\s+active\\s+true\\s+true\\s+${model}\\s+-\\s+\\d{4}-`));
+    expect(line).toMatch(new RegExp(`-\\s+network\\s+syd_\\S+\\s+active\\s+true\\s+true\\s+${model}\\s+-\\s+\\d{4}-`));
 
     const shown = await cli(['--json', 'device', 'show', id]);
-    assert.equal(shown.code, 0, shown.stderr);
+    expect({ code: shown.code, stderr: shown.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     expect(JSON.parse(shown.stdout)).toMatchObject({ id, online: true, models: [model], features: ['json_schema'] });
 
     device.close();
@@ -220,13 +223,13 @@ describe('admin: live devices and queues', () => {
     expect(gone).toMatchObject({ models: [], task: null, connected_at: null });
 
     const missing = await cli(['device', 'show', uniq('nope')]);
-    assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /does not exist \(device_not_found\)/);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/does not exist \(device_not_found\)/);
   });
 
   test('an unreachable Redis makes the live view a 503 in the CLI, not a crash', async () => {
     const res = await cli(['queues'], { REDIS_URL: 'redis://127.0.0.1:1' });
-    assert.equal(res.code, 1);
-    assert.match(res.stderr, /Redis is unreachable\. \(service_unavailable\)/);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/Redis is unreachable\. \(service_unavailable\)/);
   });
 });

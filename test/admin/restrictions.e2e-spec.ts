@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createRedis, keys } from '@app/common';
 import {
   ADMIN_TOKEN,
@@ -18,6 +17,7 @@ import {
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
 import { assertOpenAIError } from '../foundation/helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * What an operator decides about who may serve what (issue 12): a device restricted to listed models,
@@ -72,9 +72,9 @@ describe('admin: device model restrictions, org network switch and weight', () =
 
   test('a restricted device is told which announced models are not allowed, and serves only its list', async () => {
     const created = await admin('POST', '/admin/devices', { name: uniq('restricted'), models: [modelA] });
-    assert.equal(created.status, 201, created.text);
+    expectStatus(created, 201);
     expect(created.body.allowed_models).toEqual([modelA]);
-    assert.equal(created.body.pool, 'network');
+    expect(created.body.pool).toBe('network');
 
     const device = await FakeDevice.connect(dispatcher.url, created.body.token, [modelA, modelB]);
     devices.push(device);
@@ -86,25 +86,26 @@ describe('admin: device model restrictions, org network switch and weight', () =
       refused: [{ model: modelB, reason: 'not_allowed' }],
     });
     await waitOnline([modelA], created.body.token);
-    assert.equal(await presenceOf(modelB, created.body.id), false, 'the device is online for a model it may not serve');
+    // the device is online for a model it may not serve
+    expect(await presenceOf(modelB, created.body.id)).toBe(false);
 
     // Lifting the restriction lets the connected device serve what it announced, without reconnecting.
     const cleared = await admin('PATCH', `/admin/devices/${created.body.id}`, { models: null });
-    assert.equal(cleared.status, 200, cleared.text);
-    assert.equal(cleared.body.allowed_models, null);
+    expectStatus(cleared, 200);
+    expect(cleared.body.allowed_models).toBeNull();
     await waitOnline([modelA, modelB], created.body.token);
 
     // Restricting it again takes the other model away from it.
     const narrowed = await admin('PATCH', `/admin/devices/${created.body.id}`, { models: [modelB] });
-    assert.equal(narrowed.status, 200, narrowed.text);
+    expectStatus(narrowed, 200);
     expect(narrowed.body.allowed_models).toEqual([modelB]);
     await eventually('the device leaving the queue of the model taken from it', async () => {
       return !(await presenceOf(modelA, created.body.id));
     });
-    assert.equal(await presenceOf(modelB, created.body.id), true);
+    expect(await presenceOf(modelB, created.body.id)).toBe(true);
 
     const row = await db().device.findUniqueOrThrow({ where: { id: created.body.id }, include: { models: true } });
-    assert.equal(row.modelsRestricted, true);
+    expect(row.modelsRestricted).toBe(true);
     expect(row.models.map((m) => m.modelId)).toEqual([modelB]);
     const listed = (await admin('GET', '/admin/devices')).body.data.find(
       (d: { id: string }) => d.id === created.body.id,
@@ -114,7 +115,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
 
   test('bad restrictions are 400 (or 404 for what does not exist) and change nothing', async () => {
     const created = await admin('POST', '/admin/devices', { name: uniq('restricted'), models: [modelA] });
-    assert.equal(created.status, 201, created.text);
+    expectStatus(created, 201);
     const path = `/admin/devices/${created.body.id}`;
     for (const [body, param] of [
       [{ models: [] }, 'models'],
@@ -140,7 +141,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
     );
     assertOpenAIError(await admin('POST', '/admin/devices', { name: uniq('d'), models: [] }), 400, 'invalid_request');
     const row = await db().device.findUniqueOrThrow({ where: { id: created.body.id }, include: { models: true } });
-    assert.equal(row.modelsRestricted, true);
+    expect(row.modelsRestricted).toBe(true);
     expect(row.models.map((m) => m.modelId)).toEqual([modelA]);
   });
 
@@ -152,7 +153,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
         body: { model: modelA, mode: 'network', messages: [{ role: 'user', content: 'hi' }] },
       });
     const off = await admin('PATCH', `/admin/orgs/${org.org.name}`, { network: false });
-    assert.equal(off.status, 200, off.text);
+    expectStatus(off, 200);
     expect(off.body).toEqual({
       id: org.org.id,
       name: org.org.name,
@@ -168,18 +169,18 @@ describe('admin: device model restrictions, org network switch and weight', () =
     assertOpenAIError(last, 403, 'network_not_allowed', 'mode');
 
     const on = await admin('PATCH', `/admin/orgs/${org.org.name}`, { network: true });
-    assert.equal(on.body.network, true);
+    expect(on.body.network).toBe(true);
     // Back on the network: no device serves modelA for it right now, so the answer is no device, not a refusal.
     await eventually('the api allowing the network again', async () => (await chat()).status !== 403);
     const listed = (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
-    assert.equal(listed.network, true);
+    expect(listed.network).toBe(true);
   });
 
   test('an org weight is set between 1 and 100; anything else is 400', async () => {
     const set = await admin('PATCH', `/admin/orgs/${tenant.org.name}`, { weight: 3 });
-    assert.equal(set.status, 200, set.text);
-    assert.equal(set.body.weight, 3);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 3);
+    expectStatus(set, 200);
+    expect(set.body.weight).toBe(3);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight).toBe(3);
     for (const weight of [0, 101, 1.5, '2', null]) {
       assertOpenAIError(
         await admin('PATCH', `/admin/orgs/${tenant.org.name}`, { weight }),
@@ -194,47 +195,47 @@ describe('admin: device model restrictions, org network switch and weight', () =
       'invalid_request',
       'network',
     );
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 3);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight).toBe(3);
   });
 
   test('the CLI: device create --models, device models --set/--clear, org network, org weight', async () => {
     const created = await cli(['--json', 'device', 'create', uniq('cli-dev'), '--models', `${modelA},${modelB}`]);
-    assert.equal(created.code, 0, created.stderr);
+    expect({ code: created.code, stderr: created.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     const device = JSON.parse(created.stdout);
     expect(device.allowed_models).toEqual([modelA, modelB].sort());
 
     const set = await cli(['--json', 'device', 'models', device.id, '--set', modelB]);
-    assert.equal(set.code, 0, set.stderr);
+    expect({ code: set.code, stderr: set.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     expect(JSON.parse(set.stdout).allowed_models).toEqual([modelB]);
     const cleared = await cli(['device', 'models', device.id, '--clear']);
-    assert.equal(cleared.code, 0, cleared.stderr);
-    assert.match(cleared.stdout, /^allowed_models\s+-$/m);
-    assert.equal((await db().device.findUniqueOrThrow({ where: { id: device.id } })).modelsRestricted, false);
+    expect({ code: cleared.code, stderr: cleared.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(cleared.stdout).toMatch(/^allowed_models\s+-$/m);
+    expect((await db().device.findUniqueOrThrow({ where: { id: device.id } })).modelsRestricted).toBe(false);
 
     const both = await cli(['device', 'models', device.id, '--set', modelA, '--clear']);
-    assert.equal(both.code, 1);
-    assert.match(both.stderr, /either --set <a,b> or --clear/);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/either --set <a,b> or --clear/);
     const unknown = await cli(['device', 'models', device.id, '--set', uniq('ghost-model')]);
-    assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /is not in the catalog \(model_not_found\)/);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/is not in the catalog \(model_not_found\)/);
 
     const off = await cli(['--json', 'org', 'network', tenant.org.name, 'off']);
-    assert.equal(off.code, 0, off.stderr);
-    assert.equal(JSON.parse(off.stdout).network, false);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).network, false);
+    expect({ code: off.code, stderr: off.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(JSON.parse(off.stdout).network).toBe(false);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).network).toBe(false);
     const on = await cli(['org', 'network', tenant.org.name, 'on']);
-    assert.equal(on.code, 0, on.stderr);
-    assert.match(on.stdout, /^network\s+true$/m);
+    expect({ code: on.code, stderr: on.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(on.stdout).toMatch(/^network\s+true$/m);
     const bad = await cli(['org', 'network', tenant.org.name, 'maybe']);
-    assert.equal(bad.code, 1);
-    assert.match(bad.stderr, /must be on or off/);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/must be on or off/);
 
     const weight = await cli(['org', 'weight', tenant.org.name, '5']);
-    assert.equal(weight.code, 0, weight.stderr);
-    assert.match(weight.stdout, /^weight\s+5$/m);
+    expect({ code: weight.code, stderr: weight.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(weight.stdout).toMatch(/^weight\s+5$/m);
     const tooHeavy = await cli(['org', 'weight', tenant.org.name, '101']);
-    assert.equal(tooHeavy.code, 1);
-    assert.match(tooHeavy.stderr, /weight .*100/);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight, 5);
+    expect(tooHeavy.code).toBe(1);
+    expect(tooHeavy.stderr).toMatch(/weight .*100/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight).toBe(5);
   });
 });

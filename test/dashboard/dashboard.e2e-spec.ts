@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';
@@ -16,6 +15,7 @@ import {
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { launchChromium } from './browser';
 import { projectPath } from '../../libs/common/src/paths/project-root';
+import { expectStatus } from '../support/expect-status';
 
 /** Where the run writes a screenshot of each view (the README names it, and shows one). */
 export const SCREENSHOTS = projectPath('test-results/dashboard');
@@ -77,7 +77,8 @@ describe('dashboard in a browser', () => {
     await page.getByLabel('Admin token').fill('not-the-admin-token-but-long-enough-000');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').filter({ hasText: 'Wrong admin token.' }).waitFor();
-    assert.equal(await page.locator('header nav').count(), 0, 'the dashboard opened with a wrong token');
+    // the dashboard opened with a wrong token
+    expect(await page.locator('header nav').count()).toBe(0);
     // The browser logs the refused sign-in's 401 as a failed resource: that one is expected, not the page's fault.
     consoleErrors.length = 0;
   });
@@ -88,7 +89,7 @@ describe('dashboard in a browser', () => {
     await view('Fleet').waitFor();
     const row = page.locator('[data-testid="fleet-table"] tr', { hasText: deviceName });
     await row.filter({ hasText: 'online' }).waitFor();
-    assert.match(await row.innerText(), new RegExp(`${model}[\\s\\S]*tools`));
+    expect(await row.innerText()).toMatch(new RegExp(`${model}[\\s\\S]*tools`));
     // Filtered by its model, or by its pool, it stays in the list.
     await page.locator('select[name="model"]').selectOption(model);
     await row.waitFor();
@@ -98,10 +99,13 @@ describe('dashboard in a browser', () => {
     await page.locator('select[name="org"]').selectOption('');
     const cookies = await page.context().cookies();
     const session = cookies.find((c) => c.name === 'sy_admin_session');
-    assert.ok(session, JSON.stringify(cookies));
-    assert.equal(session.httpOnly, true);
-    assert.equal(session.sameSite, 'Strict');
-    assert.ok(session.expires > Date.now() / 1000 + 3600, 'the session does not expire');
+    if (!session) {
+      throw new Error(JSON.stringify(cookies));
+    }
+    expect(session.httpOnly).toBe(true);
+    expect(session.sameSite).toBe('Strict');
+    // the session does not expire
+    expect(session.expires).toBeGreaterThan(Date.now() / 1000 + 3600);
     await shot('fleet');
   });
 
@@ -113,7 +117,7 @@ describe('dashboard in a browser', () => {
 
     const client = new OpenAI({ apiKey: tenant.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
     const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
-    assert.equal(completion.choices[0].finish_reason, 'stop');
+    expect(completion.choices[0].finish_reason).toBe('stop');
 
     // Refreshed live: the count grows without a reload.
     await page.waitForFunction(
@@ -128,7 +132,8 @@ describe('dashboard in a browser', () => {
       before,
       { timeout: 20_000 },
     );
-    assert.ok((await page.locator('.chart canvas').count()) >= 4, 'the traffic charts are not drawn');
+    // the traffic charts are not drawn
+    expect(await page.locator('.chart canvas').count()).toBeGreaterThanOrEqual(4);
     await shot('traffic');
 
     // Usage is read when the view opens: open it again until the task's record is written (write-behind).
@@ -170,7 +175,7 @@ describe('dashboard in a browser', () => {
     await row.getByRole('button', { name: 'Revoke' }).click();
     const dialog = page.getByTestId('confirm');
     await dialog.waitFor();
-    assert.match(await dialog.innerText(), new RegExp(`Revoke device ${deviceName}`));
+    expect(await dialog.innerText()).toMatch(new RegExp(`Revoke device ${deviceName}`));
     await dialog.getByRole('button', { name: 'Confirm' }).click();
     await row.filter({ hasText: 'revoked' }).filter({ hasText: 'offline' }).waitFor({ timeout: 20_000 });
   });
@@ -182,7 +187,7 @@ describe('dashboard in a browser', () => {
     const replay = await http('GET', `${api.url}/admin/orgs`, {
       headers: { cookie: `sy_admin_session=${cookie.value}` },
     });
-    assert.equal(replay.status, 401, replay.text);
+    expectStatus(replay, 401);
     await page.reload();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     expect(consoleErrors).toEqual([]);
@@ -194,15 +199,15 @@ describe('dashboard in a browser', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ token: ADMIN_TOKEN }),
     });
-    assert.equal(signIn.status, 204);
+    expect(signIn.status).toBe(204);
     const cookie = /sy_admin_session=[^;]+/.exec(signIn.headers.get('set-cookie') ?? '')![0];
     const forged = await http('POST', `${api.url}/admin/orgs`, { headers: { cookie }, body: { name: uniq('csrf') } });
-    assert.equal(forged.status, 401, forged.text);
-    assert.equal(forged.body.error.code, 'invalid_admin_token');
+    expectStatus(forged, 401);
+    expect(forged.body.error.code).toBe('invalid_admin_token');
     const allowed = await http('POST', `${api.url}/admin/orgs`, {
       headers: { cookie, 'x-switchyard-csrf': '1' },
       body: { name: uniq('csrf') },
     });
-    assert.equal(allowed.status, 201, allowed.text);
+    expectStatus(allowed, 201);
   });
 });

@@ -1,8 +1,8 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq, waitOnline } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { chat, startRuntimeDevice, taskRow, waitOffline } from './support/device';
 import { FakeOllama, FakeOpenAI } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** A runtime that goes away makes the device unavailable (no tasks, 503 at the api) until it answers again. */
 describe('upstream down and back', () => {
@@ -35,23 +35,23 @@ describe('upstream down and back', () => {
       models: [`${models.ollama}=llama3.2:3b`],
     });
     devices.push(device);
-    assert.equal((await chat(api, tenant, { model: models.ollama })).status, 200);
+    expect((await chat(api, tenant, { model: models.ollama })).status).toBe(200);
 
     await ollama.stop();
     await waitOffline(token, models.ollama);
     const down = await chat(api, tenant, { model: models.ollama });
-    assert.equal(down.status, 503);
-    assert.equal(down.body.error.code, 'no_device_available');
+    expect(down.status).toBe(503);
+    expect(down.body.error.code).toBe('no_device_available');
     await device.waitFor(/upstream unreachable/);
 
     // Back on the same port: the health probe finds it and the device announces itself available.
     await ollama.start(ollama.port);
     await waitOnline([models.ollama], token, { proc: device });
     const up = await chat(api, tenant, { model: models.ollama });
-    assert.equal(up.status, 200, up.text);
-    assert.equal(up.body.choices[0].message.content, 'Up.');
+    expectStatus(up, 200);
+    expect(up.body.choices[0].message.content).toBe('Up.');
     await device.waitFor(/upstream reachable/);
-    assert.equal(device.child.exitCode, null);
+    expect(device.child.exitCode).toBeNull();
   });
 
   it('noticed by a task: the task ends upstream_unreachable, then the device is unavailable until the server is back', async () => {
@@ -64,28 +64,26 @@ describe('upstream down and back', () => {
       discoveryIntervalMs: 600_000,
     });
     devices.push(device);
-    assert.equal((await chat(api, tenant, { model: models.openai })).status, 200);
+    expect((await chat(api, tenant, { model: models.openai })).status).toBe(200);
 
     await server.stop();
     const failed = await chat(api, tenant, { model: models.openai });
-    assert.equal(failed.status, 502, failed.text);
-    assert.equal(failed.body.error.code, 'upstream_unreachable');
-    assert.match(
-      failed.body.error.message,
-      // The device's words reach the client without its network addresses (a device is untrusted).
+    expectStatus(failed, 502);
+    expect(failed.body.error.code).toBe('upstream_unreachable');
+    expect(failed.body.error.message).toMatch(
       /^The device could not complete the request\. It reported: cannot reach the upstream at \[url\]/,
     );
-    assert.equal((await taskRow(tenant)).errorCode, 'upstream_unreachable');
+    expect((await taskRow(tenant)).errorCode).toBe('upstream_unreachable');
 
     await waitOffline(token, models.openai);
     const down = await chat(api, tenant, { model: models.openai });
-    assert.equal(down.status, 503);
-    assert.equal(down.body.error.code, 'no_device_available');
+    expect(down.status).toBe(503);
+    expect(down.body.error.code).toBe('no_device_available');
 
     await server.start(server.port);
     await waitOnline([models.openai], token, { proc: device });
     const up = await chat(api, tenant, { model: models.openai });
-    assert.equal(up.status, 200, up.text);
-    assert.equal(device.child.exitCode, null);
+    expectStatus(up, 200);
+    expect(device.child.exitCode).toBeNull();
   });
 });

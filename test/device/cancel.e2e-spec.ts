@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   closeDb,
   createDevice,
@@ -13,6 +12,7 @@ import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { chat, completionsUrl, startRuntimeDevice, taskRow } from './support/device';
 import type { Recorded } from './support/fake-runtimes';
 import { FakeOllama, FakeOpenAI } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** A client cancel aborts the runtime's HTTP request: during prompt evaluation and mid-stream. */
 describe('cancel reaches the runtime', () => {
@@ -60,8 +60,10 @@ describe('cancel reaches the runtime', () => {
     while (rec.closedAt === null && Date.now() < deadline) {
       await sleep(20);
     }
-    assert.ok(rec.closedAt !== null, 'the runtime never saw its request closed');
-    assert.equal(rec.completed, false, 'the runtime had finished its answer: the cancel did not reach it');
+    // the runtime never saw its request closed
+    expect(rec.closedAt).not.toBeNull();
+    // the runtime had finished its answer: the cancel did not reach it
+    expect(rec.completed).toBe(false);
   }
 
   async function assertCancelledAndFree(backend: 'ollama' | 'openai') {
@@ -72,8 +74,8 @@ describe('cancel reaches the runtime', () => {
       await sleep(10);
       task = await taskRow(tenant, address);
     }
-    assert.equal(task.status, 'cancelled');
-    assert.equal(task.errorCode, 'client_disconnected');
+    expect(task.status).toBe('cancelled');
+    expect(task.errorCode).toBe('client_disconnected');
     const device = devices[backend === 'ollama' ? 0 : 1];
     await device.waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
     // The device takes the next task at once.
@@ -83,7 +85,7 @@ describe('cancel reaches the runtime', () => {
       server.handlers.set('slow', FakeOpenAI.reply({ choices: [['ok']] }));
     }
     const next = await chat(api, tenant, { model: models[backend] });
-    assert.equal(next.status, 200, next.text);
+    expectStatus(next, 200);
   }
 
   for (const backend of ['ollama', 'openai'] as const) {
@@ -106,7 +108,7 @@ describe('cancel reaches the runtime', () => {
       const rec = await runtime.waitChats(seen + 1);
       controller.abort();
       // The request was aborted (fetch's DOMException comes from Node's realm, not the test's: no instanceof).
-      assert.equal(((await pending) as Error).name, 'AbortError');
+      expect(((await pending) as Error).name).toBe('AbortError');
       await waitAborted(rec);
       await assertCancelledAndFree(backend);
     });
@@ -128,7 +130,7 @@ describe('cancel reaches the runtime', () => {
         body: JSON.stringify({ model: models[backend], stream: true, messages: [{ role: 'user', content: 'talk' }] }),
         signal: controller.signal,
       });
-      assert.equal(res.status, 200);
+      expect(res.status).toBe(200);
       const reader = res.body!.getReader();
       let text = '';
       while (!text.includes(' w3')) {

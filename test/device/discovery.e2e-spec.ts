@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createRedis, keys } from '@app/common';
 import {
   REDIS_URL,
@@ -14,6 +13,7 @@ import {
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { chat, eventually, startRuntimeDevice, waitOffline } from './support/device';
 import { FakeOllama, FakeOpenAI } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** Without --model the agent serves what the runtime lists, and follows the list as it changes. */
 describe('model discovery', () => {
@@ -64,12 +64,12 @@ describe('model discovery', () => {
       });
       devices.push(device);
       const ok = await chat(api, tenant, { model: first });
-      assert.equal(ok.status, 200, ok.text);
-      assert.equal(runtime.lastChat().body.model, first);
+      expectStatus(ok, 200);
+      expect(runtime.lastChat().body.model).toBe(first);
 
       const missing = await chat(api, tenant, { model: second });
-      assert.equal(missing.status, 503);
-      assert.equal(missing.body.error.code, 'no_device_available');
+      expect(missing.status).toBe(503);
+      expect(missing.body.error.code).toBe('no_device_available');
 
       // Pulled while the agent runs: served within the discovery interval.
       runtime.models = [first, second];
@@ -78,16 +78,16 @@ describe('model discovery', () => {
         (r) => r.status !== 503,
         `${second} to be announced`,
       );
-      assert.equal(added.status, 200, added.text);
-      assert.equal(runtime.lastChat().body.model, second);
+      expectStatus(added, 200);
+      expect(runtime.lastChat().body.model).toBe(second);
 
       // Removed: withdrawn, and the api says no device serves it.
       runtime.models = [second];
       await waitOffline(token, first);
       const removed = await chat(api, tenant, { model: first });
-      assert.equal(removed.status, 503);
-      assert.equal(removed.body.error.code, 'no_device_available');
-      assert.equal((await chat(api, tenant, { model: second })).status, 200);
+      expect(removed.status).toBe(503);
+      expect(removed.body.error.code).toBe('no_device_available');
+      expect((await chat(api, tenant, { model: second })).status).toBe(200);
       await device.waitFor(/upstream models changed/);
     });
   }
@@ -102,8 +102,8 @@ describe('model discovery', () => {
     });
     devices.push(device);
     const res = await chat(api, tenant, { model: pinned });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(pinnedRuntime.lastChat().body.model, 'pinned-upstream:1b');
+    expectStatus(res, 200);
+    expect(pinnedRuntime.lastChat().body.model).toBe('pinned-upstream:1b');
 
     pinnedRuntime.models = [gamma];
     // Two more reads of the list after the change: the agent has seen it.
@@ -116,7 +116,8 @@ describe('model discovery', () => {
     const redis = createRedis(REDIS_URL);
     try {
       const gammaPresence = await redis.zrangebyscore(keys.presence('network', gamma), Date.now(), '+inf');
-      assert.ok(!gammaPresence.some((m) => m.startsWith(`${id}|`)), 'a listed model is not added to --model');
+      // a listed model is not added to --model
+      expect(gammaPresence.some((m) => m.startsWith(`${id}|`))).toBe(false);
     } finally {
       redis.disconnect();
     }

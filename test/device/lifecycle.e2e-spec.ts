@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   closeDb,
   createDevice,
@@ -14,13 +13,15 @@ import { postSse } from '../support/sse';
 import { chat, completionsUrl, startRuntimeDevice, taskRow, waitStatus } from './support/device';
 import type { Recorded } from './support/fake-runtimes';
 import { FakeOllama } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** Until the runtime saw its request's connection close. */
 async function waitClosed(rec: Recorded): Promise<void> {
   for (let i = 0; i < 1_000 && rec.closedAt === null; i++) {
     await sleep(10);
   }
-  assert.ok(rec.closedAt !== null, "the runtime's request was never closed");
+  // the runtime's request was never closed
+  expect(rec.closedAt).not.toBeNull();
 }
 
 /** A dispatcher that dies mid-task, and the agent's own shutdown. */
@@ -76,26 +77,31 @@ describe('agent lifecycle with a runtime', () => {
     const restarted = startDispatcher({}, dispatcher.port);
     // The agent drops the task with its connection, and stops the runtime.
     await waitClosed(rec);
-    assert.equal(rec.completed, false);
+    expect(rec.completed).toBe(false);
 
     const res = await pending;
-    assert.equal(res.status, 200);
+    expect(res.status).toBe(200);
     const last = res.events.at(-1);
-    assert.equal(typeof last.error?.code, 'string', `the stream ended with ${JSON.stringify(last)}`);
-    assert.ok(!res.events.includes('[DONE]'));
+    expect({ type: typeof last.error?.code, message: `the stream ended with ${JSON.stringify(last)}` }).toEqual(
+      expect.objectContaining({ type: 'string' }),
+    );
+    expect(res.events).not.toContain('[DONE]');
     const row = await waitTerminal(res.events[0].task_address);
-    assert.ok(['failed', 'timed_out'].includes(row.status), row.status);
+    expect({ ok: ['failed', 'timed_out'].includes(row.status), status: row.status }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
 
     dispatcher = await restarted;
     await agent.waitFor(/disconnected from dispatcher/);
     for (let i = 0; i < 600 && announces() === announcedBefore; i++) {
       await sleep(50);
     }
-    assert.ok(announces() > announcedBefore, 'the agent announced itself to the new dispatcher');
+    // the agent announced itself to the new dispatcher
+    expect(announces()).toBeGreaterThan(announcedBefore);
     ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['Back', '.'] }));
     const next = await chat(api, tenant, { model });
-    assert.equal(next.status, 200, next.text);
-    assert.equal(next.body.choices[0].message.content, 'Back.');
+    expectStatus(next, 200);
+    expect(next.body.choices[0].message.content).toBe('Back.');
     await agent.stop();
   });
 
@@ -109,12 +115,13 @@ describe('agent lifecycle with a runtime', () => {
     agent.child.kill('SIGTERM');
     await agent.waitFor(/shutting down after the current task/);
     const res = await pending;
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.choices[0].message.content, words(40).join(''));
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
-    assert.equal(await agent.exited, 0);
-    assert.equal(rec.completed, true, 'the runtime finished its answer');
-    assert.equal((await taskRow(tenant, res.body.task_address)).status, 'completed');
+    expectStatus(res, 200);
+    expect(res.body.choices[0].message.content).toBe(words(40).join(''));
+    expect(res.body.choices[0].finish_reason).toBe('stop');
+    expect(await agent.exited).toBe(0);
+    // the runtime finished its answer
+    expect(rec.completed).toBe(true);
+    expect((await taskRow(tenant, res.body.task_address)).status).toBe('completed');
   });
 
   it('a second signal cancels the task: the runtime request is aborted, device_shutdown, exit 0', async () => {
@@ -128,10 +135,10 @@ describe('agent lifecycle with a runtime', () => {
     await agent.waitFor(/shutting down after the current task/);
     agent.child.kill('SIGTERM');
     const res = await pending;
-    assert.equal(res.status, 502, res.text);
-    assert.equal(res.body.error.code, 'device_shutdown');
-    assert.equal(await agent.exited, 0);
+    expectStatus(res, 502);
+    expect(res.body.error.code).toBe('device_shutdown');
+    expect(await agent.exited).toBe(0);
     await waitClosed(rec);
-    assert.equal(rec.completed, false);
+    expect(rec.completed).toBe(false);
   });
 });

@@ -1,9 +1,9 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { chat, completionsUrl, logLines, startRuntimeDevice, taskRow, waitFeatures } from './support/device';
 import { FakeOllama } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** The ollama backend through the real api, dispatcher and agent: what reaches Ollama, and what comes back. */
 describe('device agent with Ollama', () => {
@@ -81,7 +81,7 @@ describe('device agent with Ollama', () => {
       response_format: { type: 'json_schema', json_schema: { name: 'answer', schema } },
       reasoning_effort: 'medium',
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     expect(ollama.lastChat().body).toEqual({
       model: 'llama3.2:3b',
       messages: [
@@ -108,18 +108,18 @@ describe('device agent with Ollama', () => {
       format: schema,
       think: 'medium',
     });
-    assert.equal(ollama.lastChat().headers['content-type'], 'application/json');
+    expect(ollama.lastChat().headers['content-type']).toBe('application/json');
     const choice = res.body.choices[0];
-    assert.equal(choice.message.content, '{"answer":"21 degrees"}');
-    assert.equal(choice.message.reasoning_content, 'Checking the tool result.');
-    assert.equal(choice.finish_reason, 'stop');
+    expect(choice.message.content).toBe('{"answer":"21 degrees"}');
+    expect(choice.message.reasoning_content).toBe('Checking the tool result.');
+    expect(choice.finish_reason).toBe('stop');
     expect(res.body.usage).toEqual({ prompt_tokens: 42, completion_tokens: 9, total_tokens: 51 });
-    assert.equal(res.body.model, llama);
+    expect(res.body.model).toBe(llama);
     const row = await taskRow(tenant, res.body.task_address);
-    assert.equal(row.status, 'completed');
-    assert.equal(row.finishReason, 'stop');
-    assert.equal(row.promptTokens, 42);
-    assert.equal(row.completionTokens, 9);
+    expect(row.status).toBe('completed');
+    expect(row.finishReason).toBe('stop');
+    expect(row.promptTokens).toBe(42);
+    expect(row.completionTokens).toBe(9);
   });
 
   it('streams to the client as Ollama streams, with done_reason length as finish_reason length', async () => {
@@ -134,7 +134,7 @@ describe('device agent with Ollama', () => {
       max_tokens: 3,
       messages: [{ role: 'user', content: 'Count.' }],
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     expect(ollama.lastChat().body.options).toEqual({ num_predict: 3 });
     const pieces = res.events
       .filter((e) => e !== '[DONE]')
@@ -143,9 +143,9 @@ describe('device agent with Ollama', () => {
       .filter((c: unknown) => typeof c === 'string' && c !== '');
     expect(pieces).toEqual(['One', ' two', ' three']);
     const finish = res.events.flatMap((e) => (e === '[DONE]' ? [] : e.choices)).find((c: any) => c.finish_reason);
-    assert.equal(finish.finish_reason, 'length');
+    expect(finish.finish_reason).toBe('length');
     expect(res.events.at(-2).usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
-    assert.equal(res.events.at(-1), '[DONE]');
+    expect(res.events.at(-1)).toBe('[DONE]');
   });
 
   it('keeps the stop string with include_stop_str_in_output: Ollama gets no stop, the agent cuts after it', async () => {
@@ -162,22 +162,22 @@ describe('device agent with Ollama', () => {
       include_stop_str_in_output: true,
     };
     const res = await chat(api, tenant, body);
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     expect(ollama.lastChat().body.options).toEqual({ num_predict: 512 });
-    assert.equal(res.body.choices[0].message.content, 'The answer is 42');
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    expect(res.body.choices[0].message.content).toBe('The answer is 42');
+    expect(res.body.choices[0].finish_reason).toBe('stop');
     // Ollama was left before its final line, which carries the counts.
-    assert.equal(res.body.usage, undefined);
+    expect(res.body.usage).toBeUndefined();
 
     const sse = await postSse(completionsUrl(api), tenant.key, { ...body, stream: true });
-    assert.equal(sse.status, 200, sse.text);
+    expectStatus(sse, 200);
     const chunks = sse.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
-    assert.equal(chunks.map((c: any) => c.delta?.content ?? '').join(''), 'The answer is 42');
-    assert.equal(chunks.find((c: any) => c.finish_reason)?.finish_reason, 'stop');
+    expect(chunks.map((c: any) => c.delta?.content ?? '').join('')).toBe('The answer is 42');
+    expect(chunks.find((c: any) => c.finish_reason)?.finish_reason).toBe('stop');
 
     // A stop string that never comes: the whole answer, with Ollama's counts.
     const whole = await chat(api, tenant, { ...body, stop: ['never'] });
-    assert.equal(whole.body.choices[0].message.content, 'The answer is 42. More text');
+    expect(whole.body.choices[0].message.content).toBe('The answer is 42. More text');
     expect(whole.body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 7, total_tokens: 13 });
     // Without the option, the stop strings go to Ollama, which drops them itself.
     await chat(api, tenant, { ...body, include_stop_str_in_output: false });
@@ -193,27 +193,27 @@ describe('device agent with Ollama', () => {
       model: llama,
       tools: [{ type: 'function', function: { name: 'get_weather' } }],
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const message = res.body.choices[0].message;
-    assert.equal(message.content, null);
-    assert.equal(message.tool_calls.length, 1);
-    assert.match(message.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
+    expect(message.content).toBeNull();
+    expect(message.tool_calls).toHaveLength(1);
+    expect(message.tool_calls[0].id).toMatch(/^call_[0-9a-f]{24}$/);
     expect(message.tool_calls[0].function).toEqual({ name: 'get_weather', arguments: '{"city":"Paris","days":2}' });
-    assert.equal(res.body.choices[0].finish_reason, 'tool_calls');
+    expect(res.body.choices[0].finish_reason).toBe('tool_calls');
   });
 
   it('sends format "json" for json_object, and no tools with tool_choice none', async () => {
     ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['{}'] }));
     const json = await chat(api, tenant, { model: llama, response_format: { type: 'json_object' } });
-    assert.equal(json.status, 200, json.text);
-    assert.equal(ollama.lastChat().body.format, 'json');
+    expectStatus(json, 200);
+    expect(ollama.lastChat().body.format).toBe('json');
     const none = await chat(api, tenant, {
       model: llama,
       tools: [{ type: 'function', function: { name: 'get_weather' } }],
       tool_choice: 'none',
     });
-    assert.equal(none.status, 200, none.text);
-    assert.equal('tools' in ollama.lastChat().body, false);
+    expectStatus(none, 200);
+    expect('tools' in ollama.lastChat().body).toBe(false);
   });
 
   it('sends think: true to a model that refuses think levels, and remembers it', async () => {
@@ -227,8 +227,8 @@ describe('device agent with Ollama', () => {
     });
     const before = ollama.chats().length;
     const first = await chat(api, tenant, { model: qwen, reasoning_effort: 'low' });
-    assert.equal(first.status, 200, first.text);
-    assert.equal(first.body.choices[0].message.reasoning_content, 'Hmm.');
+    expectStatus(first, 200);
+    expect(first.body.choices[0].message.reasoning_content).toBe('Hmm.');
     expect(
       ollama
         .chats()
@@ -236,7 +236,7 @@ describe('device agent with Ollama', () => {
         .map((r) => r.body.think),
     ).toEqual(['low', true]);
     const second = await chat(api, tenant, { model: qwen, reasoning_effort: 'high' });
-    assert.equal(second.status, 200, second.text);
+    expectStatus(second, 200);
     expect(
       ollama
         .chats()
@@ -248,9 +248,9 @@ describe('device agent with Ollama', () => {
   it('declares logprobs only for an Ollama that has them (0.12.11+), and never n or logit_bias', async () => {
     ollama.handlers.set('llama3.2:3b', FakeOllama.reply({ content: ['Hi', '!'], logprobs: true }));
     const res = await chat(api, tenant, { model: llama, logprobs: true, top_logprobs: 1 });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(ollama.lastChat().body.logprobs, true);
-    assert.equal(ollama.lastChat().body.top_logprobs, 1);
+    expectStatus(res, 200);
+    expect(ollama.lastChat().body.logprobs).toBe(true);
+    expect(ollama.lastChat().body.top_logprobs).toBe(1);
     expect(res.body.choices[0].logprobs.content).toEqual([
       {
         token: 'Hi',
@@ -262,35 +262,38 @@ describe('device agent with Ollama', () => {
     ]);
     for (const extra of [{ n: 2 }, { logit_bias: { '42': 5 } }]) {
       const refused = await chat(api, tenant, { model: llama, ...extra });
-      assert.equal(refused.status, 400, refused.text);
-      assert.equal(refused.body.error.code, 'unsupported_by_node');
+      expectStatus(refused, 400);
+      expect(refused.body.error.code).toBe('unsupported_by_node');
     }
     // An older Ollama ignores logprobs without a word: once the agent sees the version, it stops declaring them.
     ollama.version = '0.12.10';
     await waitFeatures(token, llama, (f) => !f.includes('logprobs'));
     const older = await chat(api, tenant, { model: llama, logprobs: true });
-    assert.equal(older.status, 400, older.text);
-    assert.equal(older.body.error.code, 'unsupported_by_node');
-    assert.equal(older.body.error.param, 'logprobs');
+    expectStatus(older, 400);
+    expect(older.body.error.code).toBe('unsupported_by_node');
+    expect(older.body.error.param).toBe('logprobs');
     ollama.version = '0.12.11';
     await waitFeatures(token, llama, (f) => f.includes('logprobs'));
-    assert.equal((await chat(api, tenant, { model: llama, logprobs: true })).status, 200);
+    expect((await chat(api, tenant, { model: llama, logprobs: true })).status).toBe(200);
   });
 
   it('sends the API key to Ollama, never logs it, and logs one line per task without content', async () => {
-    assert.equal(ollama.lastChat().headers.authorization, `Bearer ${apiKey}`);
-    assert.ok(ollama.requests.some((r) => r.path === '/api/tags' && r.headers.authorization === `Bearer ${apiKey}`));
-    assert.ok(!device.output.includes(apiKey));
-    assert.ok(!device.output.includes('Weather in Paris'));
-    assert.ok(!device.output.includes('21 degrees'));
+    expect(ollama.lastChat().headers.authorization).toBe(`Bearer ${apiKey}`);
+    expect(ollama.requests.some((r) => r.path === '/api/tags' && r.headers.authorization === `Bearer ${apiKey}`)).toBe(
+      true,
+    );
+    expect(device.output).not.toContain(apiKey);
+    expect(device.output).not.toContain('Weather in Paris');
+    expect(device.output).not.toContain('21 degrees');
     const tasks = logLines(device).filter((l) => l.msg === 'task finished');
     const addresses = new Set(tasks.map((l) => l.task_address));
-    assert.equal(addresses.size, tasks.length, 'one line per task');
+    // one line per task
+    expect(addresses.size).toBe(tasks.length);
     const first = tasks.find((l) => l.prompt_tokens === 42)!;
-    assert.equal(first.model, llama);
-    assert.equal(first.outcome, 'completed');
-    assert.equal(first.completion_tokens, 9);
-    assert.equal(typeof first.ttft_ms, 'number');
-    assert.equal(typeof first.total_ms, 'number');
+    expect(first.model).toBe(llama);
+    expect(first.outcome).toBe('completed');
+    expect(first.completion_tokens).toBe(9);
+    expect(typeof first.ttft_ms).toBe('number');
+    expect(typeof first.total_ms).toBe('number');
   });
 });

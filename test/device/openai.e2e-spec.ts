@@ -1,9 +1,9 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { chat, completionsUrl, startRuntimeDevice, taskRow, waitFeatures } from './support/device';
 import { FakeOpenAI } from './support/fake-runtimes';
+import { expectStatus } from '../support/expect-status';
 
 /** The openai backend (llama.cpp server, vLLM, LM Studio) through the real api, dispatcher and agent. */
 describe('device agent with an OpenAI-compatible server', () => {
@@ -83,7 +83,7 @@ describe('device agent with an OpenAI-compatible server', () => {
       response_format: { type: 'json_object' },
       logit_bias: { '128001': -100 },
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     expect(server.lastChat().body).toEqual({
       model: upstreamModel,
       messages,
@@ -100,19 +100,19 @@ describe('device agent with an OpenAI-compatible server', () => {
       logit_bias: { '128001': -100 },
       stop: ['</s>'],
     });
-    assert.equal(server.lastChat().headers.authorization, `Bearer ${apiKey}`);
+    expect(server.lastChat().headers.authorization).toBe(`Bearer ${apiKey}`);
     const choice = res.body.choices[0];
-    assert.equal(choice.message.content, null);
+    expect(choice.message.content).toBeNull();
     expect(choice.message.tool_calls).toEqual([
       { id: 'call_x1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } },
       { id: 'call_x2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
     ]);
-    assert.equal(choice.finish_reason, 'tool_calls');
+    expect(choice.finish_reason).toBe('tool_calls');
     expect(res.body.usage).toEqual({ prompt_tokens: 20, completion_tokens: 11, total_tokens: 31 });
     const row = await taskRow(tenant, res.body.task_address);
-    assert.equal(row.finishReason, 'tool_calls');
-    assert.equal(row.promptTokens, 20);
-    assert.equal(row.completionTokens, 11);
+    expect(row.finishReason).toBe('tool_calls');
+    expect(row.promptTokens).toBe(20);
+    expect(row.completionTokens).toBe(11);
   });
 
   it('streams tool calls to the client whole, never as fragments', async () => {
@@ -129,7 +129,7 @@ describe('device agent with an OpenAI-compatible server', () => {
       tools: [weatherTool],
       messages: [{ role: 'user', content: 'Weather in Rome?' }],
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const calls = res.events
       .filter((e) => e !== '[DONE]')
       .flatMap((e) => e.choices)
@@ -137,7 +137,7 @@ describe('device agent with an OpenAI-compatible server', () => {
     expect(calls).toEqual([
       { index: 0, id: 'call_s1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
     ]);
-    assert.equal(res.events.at(-2).choices[0].finish_reason, 'tool_calls');
+    expect(res.events.at(-2).choices[0].finish_reason).toBe('tool_calls');
   });
 
   it('streams n choices with logprobs, reasoning, finish reasons and usage through to the client', async () => {
@@ -164,21 +164,21 @@ describe('device agent with an OpenAI-compatible server', () => {
       max_tokens: 3,
       messages: [{ role: 'user', content: 'Two letters.' }],
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const body = server.lastChat().body;
-    assert.equal(body.n, 2);
-    assert.equal(body.logprobs, true);
-    assert.equal(body.top_logprobs, 1);
+    expect(body.n).toBe(2);
+    expect(body.logprobs).toBe(true);
+    expect(body.top_logprobs).toBe(1);
     const chunks = res.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
     const text = (index: number) =>
       chunks
         .filter((c: any) => c.index === index)
         .map((c: any) => c.delta?.content ?? '')
         .join('');
-    assert.equal(text(0), 'Ab');
-    assert.equal(text(1), 'Cde');
+    expect(text(0)).toBe('Ab');
+    expect(text(1)).toBe('Cde');
     const reasoning = chunks.map((c: any) => c.delta?.reasoning_content ?? '').join('');
-    assert.equal(reasoning, 'Two answers.');
+    expect(reasoning).toBe('Two answers.');
     const tokens = chunks.flatMap((c: any) => c.logprobs?.content ?? []).map((l: any) => l.token);
     expect(tokens.sort()).toEqual(['A', 'C', 'b', 'd', 'e']);
     const finishes = chunks.filter((c: any) => c.finish_reason).map((c: any) => [c.index, c.finish_reason]);
@@ -208,15 +208,15 @@ describe('device agent with an OpenAI-compatible server', () => {
       include_stop_str_in_output: true,
     };
     const res = await chat(api, tenant, body);
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const sent = server.lastChat().body;
-    assert.equal(sent.stop, undefined);
-    assert.equal(sent.include_stop_str_in_output, undefined);
+    expect(sent.stop).toBeUndefined();
+    expect(sent.include_stop_str_in_output).toBeUndefined();
     expect(res.body.choices.map((c: any) => c.message.content)).toEqual(['Red, green', 'Blue and green']);
     expect(res.body.choices.map((c: any) => c.finish_reason)).toEqual(['stop', 'stop']);
 
     const sse = await postSse(completionsUrl(api), tenant.key, { ...body, stream: true });
-    assert.equal(sse.status, 200, sse.text);
+    expectStatus(sse, 200);
     const chunks = sse.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
     const text = (index: number) =>
       chunks
@@ -234,24 +234,24 @@ describe('device agent with an OpenAI-compatible server', () => {
     server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['only one']] }));
     for (const extra of [{ n: 2 }, { logprobs: true }]) {
       const res = await chat(api, tenant, { model, ...extra });
-      assert.equal(res.status, 502, res.text);
-      assert.equal(res.body.error.code, 'upstream_bad_response');
-      assert.equal((await taskRow(tenant, undefined)).errorCode, 'upstream_bad_response');
+      expectStatus(res, 502);
+      expect(res.body.error.code).toBe('upstream_bad_response');
+      expect((await taskRow(tenant, undefined)).errorCode).toBe('upstream_bad_response');
     }
   });
 
   it("stops declaring n for llama.cpp's server, which refuses more than one choice", async () => {
     server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['x'], ['y']] }));
-    assert.equal((await chat(api, tenant, { model, n: 2 })).status, 200);
+    expect((await chat(api, tenant, { model, n: 2 })).status).toBe(200);
     server.ownedBy = 'llamacpp';
     await waitFeatures(token, model, (f) => !f.includes('n'));
     const refused = await chat(api, tenant, { model, n: 2 });
-    assert.equal(refused.status, 400, refused.text);
-    assert.equal(refused.body.error.code, 'unsupported_by_node');
-    assert.equal(refused.body.error.param, 'n');
+    expectStatus(refused, 400);
+    expect(refused.body.error.code).toBe('unsupported_by_node');
+    expect(refused.body.error.param).toBe('n');
     server.handlers.set(upstreamModel, FakeOpenAI.reply({ choices: [['x']], logprobs: true }));
-    assert.equal((await chat(api, tenant, { model, logprobs: true })).status, 200);
-    assert.equal((await chat(api, tenant, { model, reasoning_effort: 'low' })).status, 400);
+    expect((await chat(api, tenant, { model, logprobs: true })).status).toBe(200);
+    expect((await chat(api, tenant, { model, reasoning_effort: 'low' })).status).toBe(400);
     server.ownedBy = 'vllm';
     await waitFeatures(token, model, (f) => f.includes('n'));
   });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ADMIN_TOKEN, closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
@@ -15,6 +14,7 @@ import {
   tableContains,
   stopApis,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** The admin HTTP API: every route's success, its auth, bad input, and not-found answers. */
 describe('admin HTTP API', () => {
@@ -52,33 +52,33 @@ describe('admin HTTP API', () => {
   test('POST /admin/orgs creates an organization; GET /admin/orgs lists it', async () => {
     const name = uniq('admin-org');
     const created = await admin('POST', '/admin/orgs', { name });
-    assert.equal(created.status, 201, created.text);
-    assert.match(created.body.id, UUID_FORMAT);
-    assert.equal(created.body.name, name);
-    assert.equal(typeof created.body.created_at, 'string');
+    expectStatus(created, 201);
+    expect(created.body.id).toMatch(UUID_FORMAT);
+    expect(created.body.name).toBe(name);
+    expect(typeof created.body.created_at).toBe('string');
     const row = await db().organization.findUniqueOrThrow({ where: { name } });
-    assert.equal(row.id, created.body.id);
+    expect(row.id).toBe(created.body.id);
 
     const listed = await admin('GET', '/admin/orgs');
-    assert.equal(listed.status, 200, listed.text);
-    assert.equal(listed.body.object, 'list');
+    expectStatus(listed, 200);
+    expect(listed.body.object).toBe('list');
     const entry = listed.body.data.find((o: { name: string }) => o.name === name);
-    assert.equal(entry.id, created.body.id);
-    assert.equal(entry.created_at, created.body.created_at);
-    assert.equal(entry.active_keys, 0);
-    assert.equal(entry.models, 0);
-    assert.equal(entry.devices, 0);
+    expect(entry.id).toBe(created.body.id);
+    expect(entry.created_at).toBe(created.body.created_at);
+    expect(entry.active_keys).toBe(0);
+    expect(entry.models).toBe(0);
+    expect(entry.devices).toBe(0);
     expect(entry.limits).toEqual({ rpm: null, concurrency: null, max_queued: null });
     const mine = listed.body.data.find((o: { name: string }) => o.name === tenant.org.name);
-    assert.equal(mine.active_keys, 1);
-    assert.equal(mine.models, 1);
+    expect(mine.active_keys).toBe(1);
+    expect(mine.models).toBe(1);
   });
 
   test('PATCH /admin/orgs/{org} sets and removes limits', async () => {
     const org = await createTenant([]);
     const path = `/admin/orgs/${org.org.name}`;
     const set = await admin('PATCH', path, { rpm: 60, concurrency: 2 });
-    assert.equal(set.status, 200, set.text);
+    expectStatus(set, 200);
     expect(set.body).toEqual({
       id: org.org.id,
       name: org.org.name,
@@ -88,7 +88,7 @@ describe('admin HTTP API', () => {
     });
     // Fields left out keep their value; null removes a limit.
     const cleared = await admin('PATCH', path, { concurrency: null, max_queued: 5 });
-    assert.equal(cleared.status, 200, cleared.text);
+    expectStatus(cleared, 200);
     expect(cleared.body.limits).toEqual({ rpm: 60, concurrency: null, max_queued: 5 });
     const row = await db().organization.findUniqueOrThrow({ where: { id: org.org.id } });
     expect([row.rpmLimit, row.concurrencyLimit, row.maxQueued]).toEqual([60, null, 5]);
@@ -111,63 +111,67 @@ describe('admin HTTP API', () => {
   test('a duplicate organization is 409 conflict and writes nothing', async () => {
     const res = await admin('POST', '/admin/orgs', { name: tenant.org.name });
     assertOpenAIError(res, 409, 'conflict', 'name');
-    assert.equal(await orgCount(tenant.org.name), 1);
+    expect(await orgCount(tenant.org.name)).toBe(1);
   });
 
   test('keys: create, list and revoke through /admin', async () => {
     const org = tenant.org.name;
     const created = await admin('POST', `/admin/orgs/${org}/keys`, { label: 'ci', expires_in: '30d' });
-    assert.equal(created.status, 201, created.text);
+    expectStatus(created, 201);
     const { id, key, prefix } = created.body;
-    assert.match(id, UUID_FORMAT);
-    assert.match(key, API_KEY_FORMAT);
-    assert.ok(key.startsWith(prefix));
-    assert.equal(created.body.org, org);
-    assert.equal(created.body.label, 'ci');
+    expect(id).toMatch(UUID_FORMAT);
+    expect(key).toMatch(API_KEY_FORMAT);
+    expect(key.startsWith(prefix)).toBe(true);
+    expect(created.body.org).toBe(org);
+    expect(created.body.label).toBe('ci');
     const expires = Date.parse(created.body.expires_at);
-    assert.ok(Math.abs(expires - (Date.now() + 30 * 86_400_000)) < 60_000, `expires_at ${created.body.expires_at}`);
+    expect({
+      ok: Math.abs(expires - (Date.now() + 30 * 86_400_000)) < 60_000,
+      message: `expires_at ${created.body.expires_at}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const row = await db().apiKey.findUniqueOrThrow({ where: { id } });
-    assert.equal(row.hash, sha256(key));
-    assert.equal(await tableContains('api_keys', key), false);
+    expect(row.hash).toBe(sha256(key));
+    expect(await tableContains('api_keys', key)).toBe(false);
 
     // The new key works on the client API.
     const usable = await http('GET', `${api.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
-    assert.equal(usable.status, 200, usable.text);
+    expectStatus(usable, 200);
 
     const listed = await admin('GET', `/admin/orgs/${org}/keys`);
-    assert.equal(listed.status, 200, listed.text);
-    assert.equal(listed.body.object, 'list');
-    assert.ok(!listed.text.includes(key), 'the key list shows the key');
+    expectStatus(listed, 200);
+    expect(listed.body.object).toBe('list');
+    // the key list shows the key
+    expect(listed.text).not.toContain(key);
     const entry = listed.body.data.find((k: { id: string }) => k.id === id);
-    assert.equal(entry.prefix, prefix);
-    assert.equal(entry.status, 'active');
-    assert.equal(entry.label, 'ci');
-    assert.equal(entry.revoked_at, null);
+    expect(entry.prefix).toBe(prefix);
+    expect(entry.status).toBe('active');
+    expect(entry.label).toBe('ci');
+    expect(entry.revoked_at).toBeNull();
 
     const revoked = await admin('DELETE', `/admin/keys/${id}`);
-    assert.equal(revoked.status, 200, revoked.text);
-    assert.equal(revoked.body.id, id);
-    assert.equal(revoked.body.prefix, prefix);
-    assert.equal(typeof revoked.body.revoked_at, 'string');
+    expectStatus(revoked, 200);
+    expect(revoked.body.id).toBe(id);
+    expect(revoked.body.prefix).toBe(prefix);
+    expect(typeof revoked.body.revoked_at).toBe('string');
     const later = (await admin('GET', `/admin/orgs/${org}/keys`)).body.data.find((k: { id: string }) => k.id === id);
-    assert.equal(later.status, 'revoked');
-    assert.equal(later.revoked_at, revoked.body.revoked_at);
+    expect(later.status).toBe('revoked');
+    expect(later.revoked_at).toBe(revoked.body.revoked_at);
     // Revoking again keeps the first revocation.
     const again = await admin('DELETE', `/admin/keys/${id}`);
-    assert.equal(again.status, 200, again.text);
-    assert.equal(again.body.revoked_at, revoked.body.revoked_at);
+    expectStatus(again, 200);
+    expect(again.body.revoked_at).toBe(revoked.body.revoked_at);
 
     // A key without a body: no label, no expiry.
     const plain = await admin('POST', `/admin/orgs/${org}/keys`);
-    assert.equal(plain.status, 201, plain.text);
-    assert.equal(plain.body.label, null);
-    assert.equal(plain.body.expires_at, null);
+    expectStatus(plain, 201);
+    expect(plain.body.label).toBeNull();
+    expect(plain.body.expires_at).toBeNull();
   });
 
   test('models: add, list, enable and disable through /admin', async () => {
     const id = `${uniq('vendor')}/Model-GGUF:Q4_K_M`;
     const added = await admin('POST', '/admin/models', { id, max_output_tokens: 4096, owned_by: 'acme' });
-    assert.equal(added.status, 201, added.text);
+    expectStatus(added, 201);
     expect(added.body).toEqual({
       id,
       max_output_tokens: 4096,
@@ -175,19 +179,19 @@ describe('admin HTTP API', () => {
       network: false,
       created_at: added.body.created_at,
     });
-    assert.equal(typeof added.body.created_at, 'string');
+    expect(typeof added.body.created_at).toBe('string');
     const row = await db().model.findUniqueOrThrow({ where: { id } });
-    assert.equal(row.maxOutputTokens, 4096);
-    assert.equal(row.ownedBy, 'acme');
+    expect(row.maxOutputTokens).toBe(4096);
+    expect(row.ownedBy).toBe('acme');
 
     assertOpenAIError(await admin('POST', '/admin/models', { id }), 409, 'conflict', 'id');
-    assert.equal(await modelCount(id), 1);
+    expect(await modelCount(id)).toBe(1);
 
     const plainId = uniq('plain-model');
     const plain = await admin('POST', '/admin/models', { id: plainId });
-    assert.equal(plain.status, 201, plain.text);
-    assert.equal(plain.body.max_output_tokens, null);
-    assert.equal(plain.body.owned_by, 'switchyard');
+    expectStatus(plain, 201);
+    expect(plain.body.max_output_tokens).toBeNull();
+    expect(plain.body.owned_by).toBe('switchyard');
 
     const find = async (modelId: string) =>
       (await admin('GET', '/admin/models')).body.data.find((m: { id: string }) => m.id === modelId);
@@ -197,27 +201,27 @@ describe('admin HTTP API', () => {
     for (let i = 0; i < 2; i++) {
       // Enabling twice is harmless.
       const enabled = await admin('PUT', `/admin/orgs/${org}/models/${modelPath(id)}`);
-      assert.equal(enabled.status, 200, enabled.text);
+      expectStatus(enabled, 200);
       expect(enabled.body).toEqual({ model: id, org, enabled: true });
     }
     expect((await find(id)).enabled_for).toEqual([org]);
-    assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } }), 1);
+    expect(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } })).toBe(1);
 
     const disabled = await admin('DELETE', `/admin/orgs/${org}/models/${modelPath(id)}`);
-    assert.equal(disabled.status, 200, disabled.text);
+    expectStatus(disabled, 200);
     expect(disabled.body).toEqual({ model: id, org, enabled: false });
     expect((await find(id)).enabled_for).toEqual([]);
-    assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } }), 0);
+    expect(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: id } })).toBe(0);
   });
 
   test('models: PATCH changes the fields it is given and no others; a bad body or model changes nothing', async () => {
     const id = `${uniq('patch')}/Model:Q8_0`;
     const added = await admin('POST', '/admin/models', { id, max_output_tokens: 512, network: true });
-    assert.equal(added.status, 201, added.text);
-    assert.equal(added.body.network, true);
+    expectStatus(added, 201);
+    expect(added.body.network).toBe(true);
 
     const off = await admin('PATCH', `/admin/models/${modelPath(id)}`, { network: false });
-    assert.equal(off.status, 200, off.text);
+    expectStatus(off, 200);
     expect(off.body).toMatchObject({ id, max_output_tokens: 512, owned_by: 'switchyard', network: false });
     const unbounded = await admin('PATCH', `/admin/models/${modelPath(id)}`, {
       max_output_tokens: null,
@@ -255,58 +259,59 @@ describe('admin HTTP API', () => {
     const directName = uniq('dev-direct');
     const networkName = uniq('dev-network');
     const direct = await admin('POST', '/admin/devices', { name: directName, org: tenant.org.name });
-    assert.equal(direct.status, 201, direct.text);
-    assert.match(direct.body.id, UUID_FORMAT);
-    assert.match(direct.body.token, DEVICE_TOKEN_FORMAT);
-    assert.equal(direct.body.name, directName);
-    assert.equal(direct.body.org, tenant.org.name);
-    assert.equal(direct.body.pool, 'direct');
+    expectStatus(direct, 201);
+    expect(direct.body.id).toMatch(UUID_FORMAT);
+    expect(direct.body.token).toMatch(DEVICE_TOKEN_FORMAT);
+    expect(direct.body.name).toBe(directName);
+    expect(direct.body.org).toBe(tenant.org.name);
+    expect(direct.body.pool).toBe('direct');
     const network = await admin('POST', '/admin/devices', { name: networkName });
-    assert.equal(network.status, 201, network.text);
-    assert.equal(network.body.org, null);
-    assert.equal(network.body.pool, 'network');
+    expectStatus(network, 201);
+    expect(network.body.org).toBeNull();
+    expect(network.body.pool).toBe('network');
 
     for (const created of [direct.body, network.body]) {
       const row = await db().device.findUniqueOrThrow({ where: { id: created.id } });
-      assert.equal(row.tokenHash, sha256(created.token));
-      assert.equal(await tableContains('devices', created.token), false);
+      expect(row.tokenHash).toBe(sha256(created.token));
+      expect(await tableContains('devices', created.token)).toBe(false);
     }
-    assert.equal((await db().device.findUniqueOrThrow({ where: { id: direct.body.id } })).orgId, tenant.org.id);
+    expect((await db().device.findUniqueOrThrow({ where: { id: direct.body.id } })).orgId).toBe(tenant.org.id);
 
     const listed = await admin('GET', '/admin/devices');
-    assert.equal(listed.status, 200, listed.text);
-    assert.equal(listed.body.object, 'list');
-    assert.ok(!listed.text.includes(direct.body.token), 'device list shows a token');
+    expectStatus(listed, 200);
+    expect(listed.body.object).toBe('list');
+    // device list shows a token
+    expect(listed.text).not.toContain(direct.body.token);
     const entry = listed.body.data.find((d: { id: string }) => d.id === direct.body.id);
-    assert.equal(entry.name, directName);
-    assert.equal(entry.org, tenant.org.name);
-    assert.equal(entry.pool, 'direct');
-    assert.equal(entry.status, 'active');
-    assert.ok(direct.body.token.startsWith(entry.token_prefix));
+    expect(entry.name).toBe(directName);
+    expect(entry.org).toBe(tenant.org.name);
+    expect(entry.pool).toBe('direct');
+    expect(entry.status).toBe('active');
+    expect(direct.body.token.startsWith(entry.token_prefix)).toBe(true);
 
     const revoked = await admin('DELETE', `/admin/devices/${network.body.id}`);
-    assert.equal(revoked.status, 200, revoked.text);
-    assert.equal(revoked.body.id, network.body.id);
-    assert.equal(typeof revoked.body.revoked_at, 'string');
+    expectStatus(revoked, 200);
+    expect(revoked.body.id).toBe(network.body.id);
+    expect(typeof revoked.body.revoked_at).toBe('string');
     const later = (await admin('GET', '/admin/devices')).body.data.find(
       (d: { id: string }) => d.id === network.body.id,
     );
-    assert.equal(later.status, 'revoked');
-    assert.ok((await db().device.findUniqueOrThrow({ where: { id: network.body.id } })).revokedAt);
+    expect(later.status).toBe('revoked');
+    expect((await db().device.findUniqueOrThrow({ where: { id: network.body.id } })).revokedAt).toBeTruthy();
   });
 
   test('GET /admin/tasks/{task_address} shows a task record', async () => {
     const task = await insertTask(tenant.org.id, catalogModel);
     const res = await admin('GET', `/admin/tasks/${task.address}`);
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.object, 'task');
-    assert.equal(res.body.task_address, task.address);
-    assert.equal(res.body.status, 'completed');
-    assert.equal(res.body.model, catalogModel);
-    assert.equal(res.body.mode, 'network');
-    assert.equal(res.body.api, 'openai');
-    assert.equal(res.body.stream, false);
-    assert.equal(res.body.org, tenant.org.name);
+    expectStatus(res, 200);
+    expect(res.body.object).toBe('task');
+    expect(res.body.task_address).toBe(task.address);
+    expect(res.body.status).toBe('completed');
+    expect(res.body.model).toBe(catalogModel);
+    expect(res.body.mode).toBe('network');
+    expect(res.body.api).toBe('openai');
+    expect(res.body.stream).toBe(false);
+    expect(res.body.org).toBe(tenant.org.name);
   });
 
   test('every admin route is 401 invalid_admin_token without the right token', async () => {
@@ -344,7 +349,9 @@ describe('admin HTTP API', () => {
       for (const [name, headers] of Object.entries(credentials)) {
         const res = await send(`${api.url}${path}`, method, body, headers);
         assertOpenAIError(res, 401, 'invalid_admin_token', null);
-        assert.equal(res.body.error.type, 'authentication_error', `${method} ${path} with ${name}`);
+        expect({ type: res.body.error.type, message: `${method} ${path} with ${name}` }).toEqual(
+          expect.objectContaining({ type: 'authentication_error' }),
+        );
       }
       // ADMIN_TOKEN unset on the server: even the right token is refused.
       for (const headers of [adminAuth(), {}]) {
@@ -352,19 +359,19 @@ describe('admin HTTP API', () => {
         assertOpenAIError(res, 401, 'invalid_admin_token', null);
       }
     }
-    assert.equal(await orgCount(newOrg), 0);
-    assert.equal(await modelCount(newModel), 0);
-    assert.equal(await deviceCount(newDevice), 0);
-    assert.equal(await keyCount(tenant.org.id), keysBefore);
+    expect(await orgCount(newOrg)).toBe(0);
+    expect(await modelCount(newModel)).toBe(0);
+    expect(await deviceCount(newDevice)).toBe(0);
+    expect(await keyCount(tenant.org.id)).toBe(keysBefore);
     // The tenant's key was not revoked, the model not disabled, no limit set.
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).rpmLimit, null);
-    assert.equal((await db().apiKey.findUniqueOrThrow({ where: { id: tenant.keyId } })).revokedAt, null);
-    assert.equal(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: catalogModel } }), 1);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).rpmLimit).toBeNull();
+    expect((await db().apiKey.findUniqueOrThrow({ where: { id: tenant.keyId } })).revokedAt).toBeNull();
+    expect(await db().orgModel.count({ where: { orgId: tenant.org.id, modelId: catalogModel } })).toBe(1);
     // The api without ADMIN_TOKEN still serves clients.
     const models = await http('GET', `${noAdmin.url}/v1/models`, {
       headers: { authorization: `Bearer ${tenant.key}` },
     });
-    assert.equal(models.status, 200, models.text);
+    expectStatus(models, 200);
   });
 
   test('bad bodies are 400 invalid_request naming the param, and write nothing', async () => {
@@ -406,12 +413,12 @@ describe('admin HTTP API', () => {
     // A body that is not an object.
     assertOpenAIError(await admin('POST', '/admin/orgs', ['x']), 400, 'invalid_request');
 
-    assert.equal(await keyCount(org.org.id), 1);
-    assert.equal(await modelCount(modelId), 0);
-    assert.equal(await modelCount('has space'), 0);
-    assert.equal(await deviceCount(deviceName), 0);
+    expect(await keyCount(org.org.id)).toBe(1);
+    expect(await modelCount(modelId)).toBe(0);
+    expect(await modelCount('has space')).toBe(0);
+    expect(await deviceCount(deviceName)).toBe(0);
     for (const name of ['has space', '-leading-dash', 'x'.repeat(65)]) {
-      assert.equal(await orgCount(name), 0);
+      expect(await orgCount(name)).toBe(0);
     }
   });
 
@@ -434,10 +441,10 @@ describe('admin HTTP API', () => {
     // No body at all is no name, not bad JSON.
     assertOpenAIError(await raw('POST', '/admin/orgs', ''), 400, 'invalid_request', 'name');
 
-    assert.equal(await orgCount(orgName), 0);
-    assert.equal(await keyCount(org.org.id), 1);
-    assert.equal(await modelCount(modelId), 0);
-    assert.equal(await deviceCount(deviceName), 0);
+    expect(await orgCount(orgName)).toBe(0);
+    expect(await keyCount(org.org.id)).toBe(1);
+    expect(await modelCount(modelId)).toBe(0);
+    expect(await deviceCount(deviceName)).toBe(0);
   });
 
   test('unknown org, key, device, task or model is 404 with its own code', async () => {
@@ -462,10 +469,12 @@ describe('admin HTTP API', () => {
     for (const [method, path, body, code] of cases) {
       const res = await admin(method, path, body);
       const error = assertOpenAIError(res, 404, code);
-      assert.ok(error.param, `${method} ${path}: no param`);
+      expect({ ok: Boolean(error.param), message: `${method} ${path}: no param` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
-    assert.equal(await orgCount(ghostOrg), 0);
-    assert.equal(await deviceCount(deviceName), 0);
+    expect(await orgCount(ghostOrg)).toBe(0);
+    expect(await deviceCount(deviceName)).toBe(0);
     // An unknown admin path is unknown_url.
     assertOpenAIError(await admin('GET', '/admin/nothing'), 404, 'unknown_url');
   });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { AdminService } from '@app/common';
 import { ADMIN_TOKEN, cli, closeDb, createTenant, db, http, sleep, startApi, uniq } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
@@ -14,6 +13,7 @@ import {
   httpFrom,
   loopbackAddress,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 interface CreatedKey {
   id: string;
@@ -39,8 +39,8 @@ describe('API keys', () => {
 
   async function createKeyWithCli(tenant: Tenant, ...extra: string[]): Promise<CreatedKey> {
     const res = await cli(['--json', 'key', 'create', '--org', tenant.org.name, ...extra]);
-    assert.equal(res.code, 0, res.stderr);
-    assert.equal(res.stderr, '');
+    expect({ code: res.code, stderr: res.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(res.stderr).toBe('');
     return JSON.parse(res.stdout) as CreatedKey;
   }
 
@@ -55,7 +55,7 @@ describe('API keys', () => {
       if (res.status === 401 || Date.now() > deadline) {
         return res;
       }
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       await sleep(50);
     }
   }
@@ -76,53 +76,60 @@ describe('API keys', () => {
   test('a key from `key create` works as Bearer and as X-API-Key, and only its SHA-256 is stored', async () => {
     const tenant = await createTenant([model]);
     const created = await createKeyWithCli(tenant, '--label', 'auth e2e');
-    assert.match(created.key, API_KEY_FORMAT);
-    assert.ok(created.key.startsWith(created.prefix), `prefix ${created.prefix} is not the key's start`);
-    assert.ok(created.prefix.length < created.key.length - 20, 'the display prefix gives away too much of the key');
-    assert.equal(created.org, tenant.org.name);
-    assert.equal(created.label, 'auth e2e');
-    assert.equal(created.expires_at, null);
+    expect(created.key).toMatch(API_KEY_FORMAT);
+    expect({
+      ok: created.key.startsWith(created.prefix),
+      message: `prefix ${created.prefix} is not the key's start`,
+    }).toEqual(expect.objectContaining({ ok: true }));
+    // the display prefix gives away too much of the key
+    expect(created.prefix.length).toBeLessThan(created.key.length - 20);
+    expect(created.org).toBe(tenant.org.name);
+    expect(created.label).toBe('auth e2e');
+    expect(created.expires_at).toBeNull();
 
     const viaBearer = await models(bearer(created.key));
-    assert.equal(viaBearer.status, 200, viaBearer.text);
+    expectStatus(viaBearer, 200);
     expect(viaBearer.body.data.map((m: { id: string }) => m.id)).toEqual([model]);
     const viaHeader = await models({ 'x-api-key': created.key });
-    assert.equal(viaHeader.status, 200, viaHeader.text);
+    expectStatus(viaHeader, 200);
     expect(viaHeader.body).toEqual(viaBearer.body);
 
     const row = await db().apiKey.findUniqueOrThrow({ where: { id: created.id } });
-    assert.equal(row.hash, sha256(created.key));
-    assert.equal(row.orgId, tenant.org.id);
-    assert.equal(row.prefix, created.prefix);
+    expect(row.hash).toBe(sha256(created.key));
+    expect(row.orgId).toBe(tenant.org.id);
+    expect(row.prefix).toBe(created.prefix);
     for (const [column, value] of Object.entries(row)) {
-      assert.ok(!String(value).includes(created.key), `column ${column} holds the key`);
+      expect({ ok: !String(value).includes(created.key), message: `column ${column} holds the key` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
     // No column of any key row holds the key or its undisplayed part.
-    assert.equal(await tableContains('api_keys', created.key), false);
-    assert.equal(await tableContains('api_keys', created.key.slice(created.prefix.length)), false);
+    expect(await tableContains('api_keys', created.key)).toBe(false);
+    expect(await tableContains('api_keys', created.key.slice(created.prefix.length))).toBe(false);
   });
 
   test('`key revoke`: a key the api has just accepted (and cached) is refused from then on', async () => {
     const tenant = await createTenant([model]);
     const created = await createKeyWithCli(tenant);
     // Used first, so that the api's cache holds it as valid.
-    assert.equal((await models(bearer(created.key))).status, 200);
-    assert.equal((await models({ 'x-api-key': created.key })).status, 200);
+    expect((await models(bearer(created.key))).status).toBe(200);
+    expect((await models({ 'x-api-key': created.key })).status).toBe(200);
 
     const revoked = await cli(['key', 'revoke', created.id]);
-    assert.equal(revoked.code, 0, revoked.stderr);
-    assert.match(revoked.stdout, new RegExp(created.id));
+    expect({ code: revoked.code, stderr: revoked.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(revoked.stdout).toMatch(new RegExp(created.id));
     const res = await until401(created.key);
     assertOpenAIError(res, 401, 'invalid_api_key', null);
 
     // And it stays refused, through the other header too, once the cache has been refreshed.
     for (let i = 0; i < 3; i++) {
       await sleep(300);
-      assert.equal((await models({ 'x-api-key': created.key })).status, 401);
-      assert.equal((await models(bearer(created.key))).status, 401);
+      expect((await models({ 'x-api-key': created.key })).status).toBe(401);
+      expect((await models(bearer(created.key))).status).toBe(401);
     }
     const row = await db().apiKey.findUniqueOrThrow({ where: { id: created.id } });
-    assert.ok(row.revokedAt instanceof Date, 'revokedAt not set');
+    // revokedAt not set
+    expect(row.revokedAt).toBeInstanceOf(Date);
   });
 
   test('`key create --expires-in`: the expiry is counted from creation, and an expired key is refused', async () => {
@@ -130,23 +137,25 @@ describe('API keys', () => {
     const started = Date.now();
     const created = await createKeyWithCli(tenant, '--expires-in', '2h');
     const returned = Date.now();
-    assert.ok(created.expires_at, 'expires_at missing');
+    if (!created.expires_at) {
+      throw new Error('expires_at missing');
+    }
     const expiresAt = Date.parse(created.expires_at);
-    assert.ok(
-      expiresAt >= started + 7_200_000 - 50 && expiresAt <= returned + 7_200_000 + 50,
-      `expires_at ${created.expires_at} is not 2 h after creation`,
-    );
-    assert.equal((await models(bearer(created.key))).status, 200);
-    assert.equal((await models({ 'x-api-key': created.key })).status, 200);
+    expect({
+      ok: expiresAt >= started + 7_200_000 - 50 && expiresAt <= returned + 7_200_000 + 50,
+      message: `expires_at ${created.expires_at} is not 2 h after creation`,
+    }).toEqual(expect.objectContaining({ ok: true }));
+    expect((await models(bearer(created.key))).status).toBe(200);
+    expect((await models({ 'x-api-key': created.key })).status).toBe(200);
 
     await expire(created.id);
     const res = await until401(created.key);
     assertOpenAIError(res, 401, 'invalid_api_key', null);
-    assert.equal((await models({ 'x-api-key': created.key })).status, 401);
+    expect((await models({ 'x-api-key': created.key })).status).toBe(401);
 
     const listed = await http('GET', `${api.url}/admin/orgs/${tenant.org.name}/keys`, { headers: adminAuth() });
     const entry = listed.body.data.find((k: { id: string }) => k.id === created.id);
-    assert.equal(entry.status, 'expired');
+    expect(entry.status).toBe('expired');
   });
 
   test('unknown, revoked and expired keys get byte-identical 401 bodies', async () => {
@@ -161,17 +170,21 @@ describe('API keys', () => {
     for (const [name, key] of Object.entries(cases)) {
       for (const [how, headers] of Object.entries({ bearer: bearer(key), 'x-api-key': { 'x-api-key': key } })) {
         const res = await models(headers);
-        assert.equal(res.status, 401, `${name} key via ${how}: ${res.status} ${res.text}`);
+        expect({ status: res.status, message: `${name} key via ${how}: ${res.status} ${res.text}` }).toEqual(
+          expect.objectContaining({ status: 401 }),
+        );
         bodies[`${name} via ${how}`] = res.text;
       }
     }
     const distinct = new Set(Object.values(bodies));
-    assert.equal(distinct.size, 1, `401 bodies differ:\n${JSON.stringify(bodies, null, 2)}`);
+    expect({ size: distinct.size, message: `401 bodies differ:\n${JSON.stringify(bodies, null, 2)}` }).toEqual(
+      expect.objectContaining({ size: 1 }),
+    );
     const body = JSON.parse(bodies['unknown via bearer']);
     expect(Object.keys(body)).toEqual(['error']);
     expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
-    assert.equal(typeof body.error.message, 'string');
-    assert.ok(body.error.message.length > 0);
+    expect(typeof body.error.message).toBe('string');
+    expect(body.error.message.length > 0).toBe(true);
     expect(body).toEqual({
       error: { message: body.error.message, type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
     });
@@ -192,9 +205,11 @@ describe('API keys', () => {
     };
     for (const [name, headers] of Object.entries(cases)) {
       const res = await models(headers);
-      assert.equal(res.status, 401, `${name}: ${res.status} ${res.text}`);
+      expect({ status: res.status, message: `${name}: ${res.status} ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 401 }),
+      );
       const error = assertOpenAIError(res, 401, 'invalid_api_key', null);
-      assert.equal(error.type, 'invalid_request_error', name);
+      expect({ type: error.type, name }).toEqual(expect.objectContaining({ type: 'invalid_request_error' }));
     }
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
 import { cli, cliProcess, closeDb, createTenant, db, ensureCatalog, http, startApi, uniq } from '../support/stack';
@@ -15,23 +14,34 @@ import {
   tableContains,
   stopApis,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 /** A successful command: exit 0; returns stdout. */
 function ok(res: CliResult, what: string): string {
-  assert.equal(res.code, 0, `${what} failed (${res.code}):\n${res.stderr}`);
-  assert.ok(res.stdout.length > 0, `${what} printed nothing`);
+  expect({ code: res.code, message: `${what} failed (${res.code}):\n${res.stderr}` }).toEqual(
+    expect.objectContaining({ code: 0 }),
+  );
+  expect({ ok: res.stdout.length > 0, message: `${what} printed nothing` }).toEqual(
+    expect.objectContaining({ ok: true }),
+  );
   return res.stdout;
 }
 
 /** A successful --json command: exactly one JSON object on one line, nothing on stderr. */
 function okJson(res: CliResult, what: string): any {
   const out = ok(res, what);
-  assert.equal(res.stderr, '', `${what} wrote to stderr`);
-  assert.ok(out.endsWith('\n') && out.trim().split('\n').length === 1, `${what}: not one line: ${out}`);
+  expect({ stderr: res.stderr, message: `${what} wrote to stderr` }).toEqual(expect.objectContaining({ stderr: '' }));
+  expect({
+    ok: out.endsWith('\n') && out.trim().split('\n').length === 1,
+    message: `${what}: not one line: ${out}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
   const value = JSON.parse(out);
-  assert.ok(value && typeof value === 'object' && !Array.isArray(value), `${what}: not an object: ${out}`);
+  expect({
+    ok: Boolean(value && typeof value === 'object' && !Array.isArray(value)),
+    message: `${what}: not an object: ${out}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
   return value;
 }
 
@@ -52,7 +62,9 @@ function table(out: string): { header: string[]; rows: Record<string, string>[] 
 /** The row of a human table whose column has the value; fails when there is none. */
 function rowOf(rows: Record<string, string>[], column: string, value: string): Record<string, string> {
   const row = rows.find((r) => r[column] === value);
-  assert.ok(row, `no row with ${column} ${value}`);
+  if (!row) {
+    throw new Error(`no row with ${column} ${value}`);
+  }
   return row;
 }
 
@@ -84,16 +96,16 @@ describe('admin CLI', () => {
     const orgB = uniq('cli-org-b');
     const [human, json] = await Promise.all([cli(['org', 'create', orgA]), cli(['--json', 'org', 'create', orgB])]);
     const record = humanRecord(ok(human, 'org create'));
-    assert.equal(human.stderr, '');
-    assert.equal(record.name, orgA);
-    assert.match(record.id, UUID_FORMAT);
-    assert.match(record.created_at, ISO);
+    expect(human.stderr).toBe('');
+    expect(record.name).toBe(orgA);
+    expect(record.id).toMatch(UUID_FORMAT);
+    expect(record.created_at).toMatch(ISO);
     const created = okJson(json, 'org create --json');
     expect(Object.keys(created).sort()).toEqual(['created_at', 'id', 'name']);
-    assert.equal(created.name, orgB);
-    assert.match(created.id, UUID_FORMAT);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { name: orgA } })).id, record.id);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { name: orgB } })).id, created.id);
+    expect(created.name).toBe(orgB);
+    expect(created.id).toMatch(UUID_FORMAT);
+    expect((await db().organization.findUniqueOrThrow({ where: { name: orgA } })).id).toBe(record.id);
+    expect((await db().organization.findUniqueOrThrow({ where: { name: orgB } })).id).toBe(created.id);
 
     const [humanList, jsonList] = await Promise.all([cli(['org', 'list']), cli(['--json', 'org', 'list'])]);
     const { header, rows } = table(ok(humanList, 'org list'));
@@ -107,9 +119,9 @@ describe('admin CLI', () => {
       '0',
     ]);
     const list = okJson(jsonList, 'org list --json');
-    assert.equal(list.object, 'list');
+    expect(list.object).toBe('list');
     const entry = list.data.find((o: { name: string }) => o.name === orgB);
-    assert.ok(entry, `${orgB} not in org list`);
+    expect({ ok: Boolean(entry), message: `${orgB} not in org list` }).toEqual(expect.objectContaining({ ok: true }));
     expect([entry.id, entry.created_at, entry.active_keys, entry.models, entry.devices]).toEqual([
       created.id,
       created.created_at,
@@ -126,30 +138,32 @@ describe('admin CLI', () => {
       cli(['--json', 'key', 'create', '--org', orgA, '--expires-in', '30d']),
     ]);
     const record = humanRecord(ok(human, 'key create'));
-    assert.match(human.stderr, /not shown again/);
-    assert.match(record.key, API_KEY_FORMAT);
-    assert.match(record.id, UUID_FORMAT);
-    assert.equal(record.org, orgA);
-    assert.equal(record.label, 'ci key');
-    assert.ok(record.key.startsWith(record.prefix));
+    expect(human.stderr).toMatch(/not shown again/);
+    expect(record.key).toMatch(API_KEY_FORMAT);
+    expect(record.id).toMatch(UUID_FORMAT);
+    expect(record.org).toBe(orgA);
+    expect(record.label).toBe('ci key');
+    expect(record.key.startsWith(record.prefix)).toBe(true);
     const created = okJson(json, 'key create --json');
     for (const field of ['id', 'key', 'prefix']) {
-      assert.equal(typeof created[field], 'string', `no ${field} in ${json.stdout}`);
+      expect({ type: typeof created[field], message: `no ${field} in ${json.stdout}` }).toEqual(
+        expect.objectContaining({ type: 'string' }),
+      );
     }
-    assert.match(created.key, API_KEY_FORMAT);
-    assert.ok(created.key.startsWith(created.prefix));
-    assert.equal(created.label, null);
-    assert.ok(Math.abs(Date.parse(created.expires_at) - (Date.now() + 30 * 86_400_000)) < 60_000);
+    expect(created.key).toMatch(API_KEY_FORMAT);
+    expect(created.key.startsWith(created.prefix)).toBe(true);
+    expect(created.label).toBeNull();
+    expect(Math.abs(Date.parse(created.expires_at) - (Date.now() + 30 * 86_400_000))).toBeLessThan(60_000);
 
     for (const k of [record, created]) {
       const row = await db().apiKey.findUniqueOrThrow({ where: { id: k.id } });
-      assert.equal(row.hash, sha256(k.key));
-      assert.equal(row.orgId, orgAId);
-      assert.equal(await tableContains('api_keys', k.key), false);
+      expect(row.hash).toBe(sha256(k.key));
+      expect(row.orgId).toBe(orgAId);
+      expect(await tableContains('api_keys', k.key)).toBe(false);
     }
     // The key printed by the human command works.
     const models = await http('GET', `${api.url}/v1/models`, { headers: bearer(record.key) });
-    assert.equal(models.status, 200, models.text);
+    expectStatus(models, 200);
 
     const [humanList, jsonList] = await Promise.all([
       cli(['key', 'list', '--org', orgA]),
@@ -161,9 +175,11 @@ describe('admin CLI', () => {
     expect([keyRow.PREFIX, keyRow.LABEL, keyRow.STATUS]).toEqual([record.prefix, 'ci key', 'active']);
     const data = okJson(jsonList, 'key list --json').data;
     expect(data.map((k: { id: string }) => k.id).sort()).toEqual([record.id, created.id].sort());
-    assert.ok(data.every((k: { status: string }) => k.status === 'active'));
+    expect(data.every((k: { status: string }) => k.status === 'active')).toBe(true);
     for (const out of [humanList.stdout, jsonList.stdout]) {
-      assert.ok(!out.includes(record.key) && !out.includes(created.key), 'key list prints a key');
+      // key list prints a key
+      expect(out).not.toContain(record.key);
+      expect(out).not.toContain(created.key);
     }
 
     const [humanRevoke, jsonRevoke] = await Promise.all([
@@ -171,20 +187,21 @@ describe('admin CLI', () => {
       cli(['--json', 'key', 'revoke', created.id]),
     ]);
     const revokedRecord = humanRecord(ok(humanRevoke, 'key revoke'));
-    assert.equal(revokedRecord.id, record.id);
-    assert.match(revokedRecord.revoked_at, ISO);
+    expect(revokedRecord.id).toBe(record.id);
+    expect(revokedRecord.revoked_at).toMatch(ISO);
     const revoked = okJson(jsonRevoke, 'key revoke --json');
-    assert.equal(revoked.id, created.id);
-    assert.equal(revoked.prefix, created.prefix);
-    assert.match(revoked.revoked_at, ISO);
+    expect(revoked.id).toBe(created.id);
+    expect(revoked.prefix).toBe(created.prefix);
+    expect(revoked.revoked_at).toMatch(ISO);
 
     const rows = await db().apiKey.findMany({ where: { orgId: orgAId } });
-    assert.equal(rows.length, 2);
+    expect(rows).toHaveLength(2);
     for (const row of rows) {
-      assert.ok(row.revokedAt, `key ${row.id} not revoked`);
+      expect({ ok: Boolean(row.revokedAt), message: `key ${row.id} not revoked` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
-    assert.equal(
-      (await db().apiKey.findUniqueOrThrow({ where: { id: created.id } })).revokedAt?.toISOString(),
+    expect((await db().apiKey.findUniqueOrThrow({ where: { id: created.id } })).revokedAt?.toISOString()).toBe(
       revoked.revoked_at,
     );
   });
@@ -198,10 +215,10 @@ describe('admin CLI', () => {
       cli(['--json', 'model', 'add', modelB]),
     ]);
     const record = humanRecord(ok(human, 'model add'));
-    assert.equal(record.id, modelA);
-    assert.equal(record.max_output_tokens, '2048');
-    assert.equal(record.owned_by, 'acme');
-    assert.equal(record.network, 'true');
+    expect(record.id).toBe(modelA);
+    expect(record.max_output_tokens).toBe('2048');
+    expect(record.owned_by).toBe('acme');
+    expect(record.network).toBe('true');
     const added = okJson(json, 'model add --json');
     expect(added).toEqual({
       id: modelB,
@@ -211,10 +228,10 @@ describe('admin CLI', () => {
       created_at: added.created_at,
     });
     const rowA = await db().model.findUniqueOrThrow({ where: { id: modelA } });
-    assert.equal(rowA.maxOutputTokens, 2048);
-    assert.equal(rowA.ownedBy, 'acme');
-    assert.equal(rowA.network, true);
-    assert.equal(await db().model.count({ where: { id: modelB } }), 1);
+    expect(rowA.maxOutputTokens).toBe(2048);
+    expect(rowA.ownedBy).toBe('acme');
+    expect(rowA.network).toBe(true);
+    expect(await db().model.count({ where: { id: modelB } })).toBe(1);
 
     const [humanEnable, jsonEnable] = await Promise.all([
       cli(['model', 'enable', modelA, '--org', orgA]),
@@ -223,7 +240,7 @@ describe('admin CLI', () => {
     const enabledRecord = humanRecord(ok(humanEnable, 'model enable'));
     expect(enabledRecord).toEqual({ model: modelA, org: orgA, enabled: 'true' });
     expect(okJson(jsonEnable, 'model enable --json')).toEqual({ model: modelB, org: orgA, enabled: true });
-    assert.equal(await db().orgModel.count({ where: { orgId: orgAId, modelId: { in: [modelA, modelB] } } }), 2);
+    expect(await db().orgModel.count({ where: { orgId: orgAId, modelId: { in: [modelA, modelB] } } })).toBe(2);
 
     // A client of orgA now sees both models.
     const key = await new AdminService(db()).createKey({ org: orgA });
@@ -242,8 +259,8 @@ describe('admin CLI', () => {
     ]);
     const entry = okJson(jsonList, 'model list --json').data.find((m: { id: string }) => m.id === modelB);
     expect(entry.enabled_for).toEqual([orgA]);
-    assert.equal(entry.owned_by, 'switchyard');
-    assert.equal(entry.network, false);
+    expect(entry.owned_by).toBe('switchyard');
+    expect(entry.network).toBe(false);
 
     // model network on|off: the flag, nothing else.
     expect(okJson(await cli(['--json', 'model', 'network', modelB, 'on']), 'model network on')).toMatchObject({
@@ -258,10 +275,10 @@ describe('admin CLI', () => {
     });
     expect((await db().model.findUniqueOrThrow({ where: { id: modelB } })).network).toBe(true);
     const badSwitch = await cli(['model', 'network', modelB, 'maybe']);
-    assert.equal(badSwitch.code, 1, badSwitch.stderr);
+    expect({ code: badSwitch.code, stderr: badSwitch.stderr }).toEqual(expect.objectContaining({ code: 1 }));
     expect(badSwitch.stderr).toMatch(/must be on or off/);
     const unknown = await cli(['model', 'network', `${modelB}-nope`, 'on']);
-    assert.notEqual(unknown.code, 0);
+    expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toMatch(/does not exist/);
 
     const [humanDisable, jsonDisable] = await Promise.all([
@@ -270,23 +287,23 @@ describe('admin CLI', () => {
     ]);
     expect(humanRecord(ok(humanDisable, 'model disable'))).toEqual({ model: modelA, org: orgA, enabled: 'false' });
     expect(okJson(jsonDisable, 'model disable --json')).toEqual({ model: modelB, org: orgA, enabled: false });
-    assert.equal(await db().orgModel.count({ where: { orgId: orgAId } }), 0);
+    expect(await db().orgModel.count({ where: { orgId: orgAId } })).toBe(0);
     const none = await http('GET', `${api.url}/v1/models`, { headers: bearer(key.key) });
     expect(none.body).toEqual({ object: 'list', data: [] });
     // Disabling is per organization: the catalog keeps the models.
-    assert.equal(await db().model.count({ where: { id: { in: [modelA, modelB] } } }), 2);
+    expect(await db().model.count({ where: { id: { in: [modelA, modelB] } } })).toBe(2);
   });
 
   test('org network on|off, device create --models, device models --set|--clear', async () => {
     const { id: orgId, name: org } = await newOrg();
     const off = okJson(await cli(['--json', 'org', 'network', org, 'off']), 'org network off');
-    assert.equal(off.network, false);
-    assert.equal((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).network, false);
+    expect(off.network).toBe(false);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).network).toBe(false);
     const on = humanRecord(ok(await cli(['org', 'network', org, 'on']), 'org network on'));
-    assert.equal(on.network, 'true');
+    expect(on.network).toBe('true');
     const bad = await cli(['org', 'network', org, 'maybe']);
-    assert.equal(bad.code, 1);
-    assert.match(bad.stderr, /must be on or off/);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/must be on or off/);
 
     const [a, b] = [uniq('cli-list-a'), uniq('cli-list-b')];
     await ensureCatalog([a, b]);
@@ -301,14 +318,14 @@ describe('admin CLI', () => {
       { modelId: a },
     ]);
     const cleared = okJson(await cli(['--json', 'device', 'models', created.id, '--clear']), 'device models --clear');
-    assert.equal(cleared.allowed_models, null);
-    assert.equal((await db().device.findUniqueOrThrow({ where: { id: created.id } })).modelsRestricted, false);
+    expect(cleared.allowed_models).toBeNull();
+    expect((await db().device.findUniqueOrThrow({ where: { id: created.id } })).modelsRestricted).toBe(false);
     const neither = await cli(['device', 'models', created.id]);
-    assert.equal(neither.code, 1);
-    assert.match(neither.stderr, /--set <a,b> or --clear/);
+    expect(neither.code).toBe(1);
+    expect(neither.stderr).toMatch(/--set <a,b> or --clear/);
     const unknown = await cli(['device', 'create', uniq('cli-dev'), '--models', 'no/such-model']);
-    assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /model 'no\/such-model' is not in the catalog \(model_not_found\)/);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/model 'no\/such-model' is not in the catalog \(model_not_found\)/);
   });
 
   test('device create, device list and device revoke', async () => {
@@ -320,26 +337,26 @@ describe('admin CLI', () => {
       cli(['--json', 'device', 'create', networkName]),
     ]);
     const record = humanRecord(ok(human, 'device create'));
-    assert.match(human.stderr, /not shown again/);
-    assert.match(record.token, DEVICE_TOKEN_FORMAT);
-    assert.equal(record.name, directName);
-    assert.equal(record.org, orgA);
-    assert.equal(record.pool, 'direct');
+    expect(human.stderr).toMatch(/not shown again/);
+    expect(record.token).toMatch(DEVICE_TOKEN_FORMAT);
+    expect(record.name).toBe(directName);
+    expect(record.org).toBe(orgA);
+    expect(record.pool).toBe('direct');
     const created = okJson(json, 'device create --json');
-    assert.match(created.id, UUID_FORMAT);
-    assert.match(created.token, DEVICE_TOKEN_FORMAT);
-    assert.equal(created.name, networkName);
-    assert.equal(created.org, null);
-    assert.equal(created.pool, 'network');
+    expect(created.id).toMatch(UUID_FORMAT);
+    expect(created.token).toMatch(DEVICE_TOKEN_FORMAT);
+    expect(created.name).toBe(networkName);
+    expect(created.org).toBeNull();
+    expect(created.pool).toBe('network');
 
     for (const d of [record, created]) {
       const row = await db().device.findUniqueOrThrow({ where: { id: d.id } });
-      assert.equal(row.tokenHash, sha256(d.token));
-      assert.equal(await tableContains('devices', d.token), false);
-      assert.equal(await tableContains('devices', d.token.slice(8)), false);
+      expect(row.tokenHash).toBe(sha256(d.token));
+      expect(await tableContains('devices', d.token)).toBe(false);
+      expect(await tableContains('devices', d.token.slice(8))).toBe(false);
     }
-    assert.equal((await db().device.findUniqueOrThrow({ where: { id: record.id } })).orgId, orgAId);
-    assert.equal((await db().device.findUniqueOrThrow({ where: { id: created.id } })).orgId, null);
+    expect((await db().device.findUniqueOrThrow({ where: { id: record.id } })).orgId).toBe(orgAId);
+    expect((await db().device.findUniqueOrThrow({ where: { id: created.id } })).orgId).toBeNull();
 
     const [humanList, jsonList] = await Promise.all([cli(['device', 'list']), cli(['--json', 'device', 'list'])]);
     const listed = table(ok(humanList, 'device list'));
@@ -351,14 +368,16 @@ describe('admin CLI', () => {
       'direct',
       'active',
     ]);
-    assert.ok(record.token.startsWith(deviceRow.TOKEN_PREFIX));
+    expect(record.token.startsWith(deviceRow.TOKEN_PREFIX)).toBe(true);
     const entry = okJson(jsonList, 'device list --json').data.find((d: { id: string }) => d.id === created.id);
-    assert.equal(entry.pool, 'network');
-    assert.equal(entry.org, null);
-    assert.equal(entry.status, 'active');
-    assert.ok(created.token.startsWith(entry.token_prefix));
+    expect(entry.pool).toBe('network');
+    expect(entry.org).toBeNull();
+    expect(entry.status).toBe('active');
+    expect(created.token.startsWith(entry.token_prefix)).toBe(true);
     for (const out of [humanList.stdout, jsonList.stdout]) {
-      assert.ok(!out.includes(record.token) && !out.includes(created.token), 'device list prints a token');
+      // device list prints a token
+      expect(out).not.toContain(record.token);
+      expect(out).not.toContain(created.token);
     }
 
     const [humanRevoke, jsonRevoke] = await Promise.all([
@@ -366,13 +385,16 @@ describe('admin CLI', () => {
       cli(['--json', 'device', 'revoke', created.id]),
     ]);
     const revokedRecord = humanRecord(ok(humanRevoke, 'device revoke'));
-    assert.equal(revokedRecord.id, record.id);
-    assert.match(revokedRecord.revoked_at, ISO);
+    expect(revokedRecord.id).toBe(record.id);
+    expect(revokedRecord.revoked_at).toMatch(ISO);
     const revoked = okJson(jsonRevoke, 'device revoke --json');
-    assert.equal(revoked.id, created.id);
-    assert.match(revoked.revoked_at, ISO);
+    expect(revoked.id).toBe(created.id);
+    expect(revoked.revoked_at).toMatch(ISO);
     for (const id of [record.id, created.id]) {
-      assert.ok((await db().device.findUniqueOrThrow({ where: { id } })).revokedAt, `device ${id} not revoked`);
+      expect({
+        ok: Boolean((await db().device.findUniqueOrThrow({ where: { id } })).revokedAt),
+        message: `device ${id} not revoked`,
+      }).toEqual(expect.objectContaining({ ok: true }));
     }
   });
 
@@ -385,21 +407,21 @@ describe('admin CLI', () => {
       cli(['--json', 'task', 'show', task.address]),
     ]);
     const record = humanRecord(ok(human, 'task show'));
-    assert.equal(human.stderr, '');
-    assert.equal(record.task_address, task.address);
-    assert.equal(record.status, 'completed');
-    assert.equal(record.model, modelA);
-    assert.equal(record.mode, 'network');
-    assert.equal(record.org, quiet.org.name);
+    expect(human.stderr).toBe('');
+    expect(record.task_address).toBe(task.address);
+    expect(record.status).toBe('completed');
+    expect(record.model).toBe(modelA);
+    expect(record.mode).toBe('network');
+    expect(record.org).toBe(quiet.org.name);
     const shown = okJson(json, 'task show --json');
-    assert.equal(shown.object, 'task');
-    assert.equal(shown.task_address, task.address);
-    assert.equal(shown.status, 'completed');
-    assert.equal(shown.model, modelA);
-    assert.equal(shown.mode, 'network');
-    assert.equal(shown.api, 'openai');
-    assert.equal(shown.stream, false);
-    assert.equal(shown.org, quiet.org.name);
+    expect(shown.object).toBe('task');
+    expect(shown.task_address).toBe(task.address);
+    expect(shown.status).toBe('completed');
+    expect(shown.model).toBe(modelA);
+    expect(shown.mode).toBe('network');
+    expect(shown.api).toBe('openai');
+    expect(shown.stream).toBe(false);
+    expect(shown.org).toBe(quiet.org.name);
   });
 
   test('errors: non-zero exit, a message on stderr, nothing on stdout, nothing changed', async () => {
@@ -437,21 +459,29 @@ describe('admin CLI', () => {
     results.forEach((res, i) => {
       const [args, pattern] = cases[i];
       const what = `switchyard ${args.join(' ')}`;
-      assert.notEqual(res.code, 0, `${what} exited 0`);
-      assert.equal(res.stdout, '', `${what} wrote to stdout: ${res.stdout}`);
-      assert.match(res.stderr, /^error: /, `${what}: ${res.stderr}`);
-      assert.match(res.stderr, pattern, `${what}: ${res.stderr}`);
-      assert.doesNotMatch(res.stderr, /\n\s+at /, `${what} printed a stack trace`);
+      expect({ code: res.code, message: `${what} exited 0` }).not.toEqual(expect.objectContaining({ code: 0 }));
+      expect({ stdout: res.stdout, message: `${what} wrote to stdout: ${res.stdout}` }).toEqual(
+        expect.objectContaining({ stdout: '' }),
+      );
+      expect({ stderr: res.stderr, message: `${what}: ${res.stderr}` }).toEqual(
+        expect.objectContaining({ stderr: expect.stringMatching(/^error: /) }),
+      );
+      expect({ stderr: res.stderr, message: `${what}: ${res.stderr}` }).toEqual(
+        expect.objectContaining({ stderr: expect.stringMatching(pattern) }),
+      );
+      expect({ stderr: res.stderr, message: `${what} printed a stack trace` }).not.toEqual(
+        expect.objectContaining({ stderr: expect.stringMatching(/\n\s+at /) }),
+      );
     });
 
     // A duplicate organization, with --json: the error is one OpenAI error object on stderr.
     const json = await cli(['--json', 'org', 'create', orgA]);
-    assert.equal(json.code, 1);
-    assert.equal(json.stdout, '');
+    expect(json.code).toBe(1);
+    expect(json.stdout).toBe('');
     const body = JSON.parse(json.stderr);
-    assert.equal(body.error.code, 'conflict');
-    assert.equal(body.error.param, 'name');
-    assert.match(body.error.message, /already exists/);
+    expect(body.error.code).toBe('conflict');
+    expect(body.error.param).toBe('name');
+    expect(body.error.message).toMatch(/already exists/);
 
     expect(await snapshot()).toEqual(beforeState);
   });
@@ -459,17 +489,17 @@ describe('admin CLI', () => {
   test('the switchyard binary: a command, a usage error and a configuration error, as real processes', async () => {
     const { name } = await newOrg();
     const listed = await cliProcess(['--json', 'org', 'list']);
-    assert.equal(listed.code, 0, listed.stderr);
-    assert.ok(okJson(listed, 'org list --json').data.some((o: { name: string }) => o.name === name));
+    expect({ code: listed.code, stderr: listed.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(okJson(listed, 'org list --json').data.some((o: { name: string }) => o.name === name)).toBe(true);
 
     const usage = await cliProcess(['org', 'frobnicate']);
-    assert.equal(usage.code, 1);
-    assert.equal(usage.stdout, '');
-    assert.match(usage.stderr, /unknown command 'frobnicate'/);
+    expect(usage.code).toBe(1);
+    expect(usage.stdout).toBe('');
+    expect(usage.stderr).toMatch(/unknown command 'frobnicate'/);
 
     const config = await cliProcess(['org', 'list'], { DATABASE_URL: 'mysql://nowhere/db' });
-    assert.equal(config.code, 1);
-    assert.equal(config.stdout, '');
-    assert.match(config.stderr, /^invalid configuration: DATABASE_URL="mysql:\/\/nowhere\/db": must be a URL/);
+    expect(config.code).toBe(1);
+    expect(config.stdout).toBe('');
+    expect(config.stderr).toMatch(/^invalid configuration: DATABASE_URL="mysql:\/\/nowhere\/db": must be a URL/);
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -72,13 +71,13 @@ describe('the demo with embedded Postgres and Redis', () => {
     await demo.waitFor(/demo ready/, 120_000);
     const pgPort = Number(/Postgres: .* on 127\.0\.0\.1:(\d+)/.exec(demo.stdout)?.[1]);
     const redisPort = Number(/Redis: .* on 127\.0\.0\.1:(\d+)/.exec(demo.stdout)?.[1]);
-    assert.ok(pgPort > 0 && redisPort > 0, demo.stdout);
+    expect({ ok: pgPort > 0 && redisPort > 0, stdout: demo.stdout }).toEqual(expect.objectContaining({ ok: true }));
     expect(demo.stdout).toContain(`data in ${join(scratch, 'embedded', 'postgres')}`);
-    assert.equal(await listening(pgPort), true);
-    assert.equal(await listening(redisPort), true);
+    expect(await listening(pgPort)).toBe(true);
+    expect(await listening(redisPort)).toBe(true);
 
     const key = /API key \(org "demo"\):\s+(sy_\w+)/.exec(demo.stdout)?.[1];
-    assert.ok(key, demo.stdout);
+    expect({ ok: Boolean(key), stdout: demo.stdout }).toEqual(expect.objectContaining({ ok: true }));
     const client = new OpenAI({ baseURL: `http://127.0.0.1:${apiPort}/v1`, apiKey: key, maxRetries: 0 });
     const answer = await client.chat.completions.create({
       model: 'switchyard/sim-1',
@@ -88,11 +87,13 @@ describe('the demo with embedded Postgres and Redis', () => {
     expect(answer.choices[0].message.content?.length).toBeGreaterThan(0);
     expect(answer.usage?.completion_tokens).toBe(8);
 
-    assert.equal(await demo.stop('SIGTERM', 30_000), 0, demo.output);
+    expect({ actual: await demo.stop('SIGTERM', 30_000), output: demo.output }).toEqual(
+      expect.objectContaining({ actual: 0 }),
+    );
     expect(demo.stdout).toContain('stopped.');
     // Nothing of it is left: no server on its ports, no process on its data.
-    assert.equal(await listening(pgPort), false);
-    assert.equal(await listening(redisPort), false);
+    expect(await listening(pgPort)).toBe(false);
+    expect(await listening(redisPort)).toBe(false);
     expect(await processesWith(join(scratch, 'embedded'))).toEqual([]);
     expect(await processesWith(`127.0.0.1:${redisPort}`)).toEqual([]);
   }, 180_000);

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { ADMIN_TOKEN, db } from '../support/stack';
@@ -38,18 +37,25 @@ export function assertOpenAIError(
   code: string,
   param?: string | null,
 ): OpenAIErrorFields {
-  assert.equal(res.status, status, `expected ${status} ${code}, got ${res.status}: ${res.text}`);
-  assert.ok(res.body && typeof res.body === 'object', `not a JSON object: ${res.text}`);
+  expect({ status: res.status, message: `expected ${status} ${code}, got ${res.status}: ${res.text}` }).toEqual(
+    expect.objectContaining({ status }),
+  );
+  if (!(res.body && typeof res.body === 'object')) {
+    throw new Error(`not a JSON object: ${res.text}`);
+  }
   expect(Object.keys(res.body)).toEqual(['error']);
   const error = (res.body as { error: OpenAIErrorFields }).error;
   expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
-  assert.equal(error.code, code, res.text);
-  assert.equal(typeof error.message, 'string');
-  assert.ok(error.message.length > 0, 'empty error message');
-  assert.equal(typeof error.type, 'string');
-  assert.ok(error.param === null || typeof error.param === 'string', res.text);
+  expect({ code: error.code, body: res.text }).toEqual(expect.objectContaining({ code }));
+  expect(typeof error.message).toBe('string');
+  // empty error message
+  expect(error.message.length).toBeGreaterThan(0);
+  expect(typeof error.type).toBe('string');
+  expect({ ok: error.param === null || typeof error.param === 'string', body: res.text }).toEqual(
+    expect.objectContaining({ ok: true }),
+  );
   if (param !== undefined) {
-    assert.equal(error.param, param, res.text);
+    expect({ param: error.param, body: res.text }).toEqual(expect.objectContaining({ param }));
   }
   return error;
 }

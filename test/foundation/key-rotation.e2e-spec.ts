@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
 import { cli, closeDb, createTenant, db, http, sleep, startApi } from '../support/stack';
@@ -14,6 +13,7 @@ import {
   sha256,
   stopApis,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 const HOUR_MS = 3_600_000;
 
@@ -29,7 +29,7 @@ describe('API key rotation and last use', () => {
     http(method, `${api.url}${path}`, { headers: adminAuth(), body });
   const listKeys = async (org: string) => {
     const res = await admin('GET', `/admin/orgs/${org}/keys`);
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     return res.body.data as Record<string, any>[];
   };
 
@@ -44,7 +44,7 @@ describe('API key rotation and last use', () => {
       if (res.status === 401 || Date.now() > deadline) {
         return res;
       }
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       await sleep(50);
     }
   }
@@ -64,7 +64,7 @@ describe('API key rotation and last use', () => {
     const old = await new AdminService(db()).keys.create({ org, label: 'ci' });
     const before = Date.now();
     const rotated = await admin('POST', `/admin/keys/${old.id}/rotate`, { grace: '2h' });
-    assert.equal(rotated.status, 201, rotated.text);
+    expectStatus(rotated, 201);
     const body = rotated.body;
     expect(Object.keys(body).sort()).toEqual(
       [
@@ -79,17 +79,20 @@ describe('API key rotation and last use', () => {
         'rotated_from_expires_at',
       ].sort(),
     );
-    assert.match(body.key, API_KEY_FORMAT);
-    assert.ok(body.key.startsWith(body.prefix));
+    expect(body.key).toMatch(API_KEY_FORMAT);
+    expect(body.key.startsWith(body.prefix)).toBe(true);
     expect([body.org, body.label, body.expires_at, body.rotated_from]).toEqual([org, 'ci', null, old.id]);
     const graceEnd = Date.parse(body.rotated_from_expires_at);
-    assert.ok(graceEnd >= before + 2 * HOUR_MS && graceEnd <= Date.now() + 2 * HOUR_MS, body.rotated_from_expires_at);
+    expect({
+      ok: graceEnd >= before + 2 * HOUR_MS && graceEnd <= Date.now() + 2 * HOUR_MS,
+      rotated_from_expires_at: body.rotated_from_expires_at,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const row = await db().apiKey.findUniqueOrThrow({ where: { id: body.id } });
     expect([row.hash, row.orgId, row.rotatedFromId]).toEqual([sha256(body.key), tenant.org.id, old.id]);
 
     // Inside the grace both keys work.
-    assert.equal((await models(old.key)).status, 200);
-    assert.equal((await models(body.key)).status, 200);
+    expect((await models(old.key)).status).toBe(200);
+    expect((await models(body.key)).status).toBe(200);
 
     const listed = await listKeys(org);
     const oldEntry = listed.find((k) => k.id === old.id)!;
@@ -126,35 +129,42 @@ describe('API key rotation and last use', () => {
     await new AdminService(db()).keys.revoke(revoked.id);
     const revokedAnswer = await models(revoked.key);
     assertOpenAIError(refused, 401, 'invalid_api_key', null);
-    assert.equal(refused.text, revokedAnswer.text);
-    assert.equal((await models(body.key)).status, 200);
+    expect(refused.text).toBe(revokedAnswer.text);
+    expect((await models(body.key)).status).toBe(200);
     expect((await listKeys(org)).find((k) => k.id === old.id)!.status).toBe('expired');
   });
 
   test('key rotate --grace 0 (CLI): the old key is refused at once, the new one works', async () => {
     const t = await createTenant([]);
-    assert.equal((await models(t.key)).status, 200);
+    expect((await models(t.key)).status).toBe(200);
     const res = await cli(['key', 'rotate', t.keyId, '--grace', '0']);
-    assert.equal(res.code, 0, res.stderr);
-    assert.match(res.stderr, /Store this key now: it is not shown again\./);
+    expect({ code: res.code, stderr: res.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(res.stderr).toMatch(/Store this key now: it is not shown again\./);
     const record = humanRecord(res.stdout);
-    assert.match(record.key, API_KEY_FORMAT);
-    assert.equal(record.rotated_from, t.keyId);
-    assert.equal(record.org, t.org.name);
+    expect(record.key).toMatch(API_KEY_FORMAT);
+    expect(record.rotated_from).toBe(t.keyId);
+    expect(record.org).toBe(t.org.name);
     const old = await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } });
-    assert.equal(old.expiresAt?.toISOString(), record.rotated_from_expires_at);
-    assert.ok(old.expiresAt.getTime() <= Date.now());
+    if (old.expiresAt?.toISOString() !== record.rotated_from_expires_at) {
+      throw new Error(
+        `expected old.expiresAt?.toISOString() to be record.rotated_from_expires_at, got ${String(old.expiresAt?.toISOString())}`,
+      );
+    }
+    expect(old.expiresAt.getTime()).toBeLessThanOrEqual(Date.now());
 
     assertOpenAIError(await until401(t.key), 401, 'invalid_api_key', null);
-    assert.equal((await models(record.key)).status, 200);
+    expect((await models(record.key)).status).toBe(200);
 
     // --json and the default grace of 24 h; the list shows the chain old → new → newest.
     const json = await cli(['--json', 'key', 'rotate', record.id]);
-    assert.equal(json.code, 0, json.stderr);
-    assert.equal(json.stderr, '');
+    expect({ code: json.code, stderr: json.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(json.stderr).toBe('');
     const newest = JSON.parse(json.stdout);
     const graceEnd = Date.parse(newest.rotated_from_expires_at) - Date.now();
-    assert.ok(graceEnd > 23.9 * HOUR_MS && graceEnd <= 24 * HOUR_MS, newest.rotated_from_expires_at);
+    expect({
+      ok: graceEnd > 23.9 * HOUR_MS && graceEnd <= 24 * HOUR_MS,
+      rotated_from_expires_at: newest.rotated_from_expires_at,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const list = await cli(['--json', 'key', 'list', '--org', t.org.name]);
     const chain = JSON.parse(list.stdout).data.map((k: any) => [k.id, k.status, k.rotated_from, k.rotated_to]);
     expect(chain).toEqual([
@@ -163,7 +173,7 @@ describe('API key rotation and last use', () => {
       [newest.id, 'active', record.id, null],
     ]);
     const human = await cli(['key', 'list', '--org', t.org.name]);
-    assert.match(human.stdout.split('\n')[0], /EXPIRES_AT\s+REVOKED_AT\s+LAST_USED_AT\s+ROTATED_FROM\s+ROTATED_TO/);
+    expect(human.stdout.split('\n')[0]).toMatch(/EXPIRES_AT\s+REVOKED_AT\s+LAST_USED_AT\s+ROTATED_FROM\s+ROTATED_TO/);
   });
 
   test('revoked, expired, already rotated and unknown keys, and a bad grace, are refused and change nothing', async () => {
@@ -174,18 +184,18 @@ describe('API key rotation and last use', () => {
     const expired = await keys.create({ org: t.org.name, expiresIn: '1h' });
     await db().apiKey.update({ where: { id: expired.id }, data: { expiresAt: new Date(Date.now() - 1_000) } });
     const first = await admin('POST', `/admin/keys/${t.keyId}/rotate`);
-    assert.equal(first.status, 201, first.text);
+    expectStatus(first, 201);
     const count = () => db().apiKey.count({ where: { orgId: t.org.id } });
     const keysBefore = await count();
     const expiryBefore = (await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } })).expiresAt;
 
     const revokedAnswer = await admin('POST', `/admin/keys/${revoked.id}/rotate`, { grace: '1h' });
     const error = assertOpenAIError(revokedAnswer, 409, 'conflict', 'id');
-    assert.equal(error.message, `API key '${revoked.id}' is revoked and cannot be rotated; create a new key instead`);
+    expect(error.message).toBe(`API key '${revoked.id}' is revoked and cannot be rotated; create a new key instead`);
     const expiredAnswer = assertOpenAIError(await admin('POST', `/admin/keys/${expired.id}/rotate`), 409, 'conflict');
-    assert.match(expiredAnswer.message, /has expired and cannot be rotated/);
+    expect(expiredAnswer.message).toMatch(/has expired and cannot be rotated/);
     const twice = assertOpenAIError(await admin('POST', `/admin/keys/${t.keyId}/rotate`), 409, 'conflict', 'id');
-    assert.equal(twice.message, `API key '${t.keyId}' was already rotated (to '${first.body.id}')`);
+    expect(twice.message).toBe(`API key '${t.keyId}' was already rotated (to '${first.body.id}')`);
     assertOpenAIError(await admin('POST', `/admin/keys/${randomUUID()}/rotate`), 404, 'key_not_found', 'id');
     assertOpenAIError(await admin('POST', '/admin/keys/not-a-uuid/rotate'), 404, 'key_not_found', 'id');
     for (const grace of ['1', '-1h', '24 h', '3651d', '0s', 'forever']) {
@@ -195,10 +205,10 @@ describe('API key rotation and last use', () => {
         'invalid_request',
         'grace',
       );
-      assert.equal(
-        bad.message,
-        'grace must be 0 or a number followed by s, m, h or d (e.g. 24h), at most 3650d',
-        `grace ${grace}`,
+      expect({ message: bad.message, context: `grace ${grace}` }).toEqual(
+        expect.objectContaining({
+          message: 'grace must be 0 or a number followed by s, m, h or d (e.g. 24h), at most 3650d',
+        }),
       );
     }
     assertOpenAIError(await admin('POST', `/admin/keys/${first.body.id}/rotate`, { grace: 5 }), 400, 'invalid_request');
@@ -209,27 +219,26 @@ describe('API key rotation and last use', () => {
       'label',
     );
     const viaCli = await cli(['key', 'rotate', revoked.id]);
-    assert.equal(viaCli.code, 1);
-    assert.equal(
-      viaCli.stderr,
+    expect(viaCli.code).toBe(1);
+    expect(viaCli.stderr).toBe(
       `error: API key '${revoked.id}' is revoked and cannot be rotated; create a new key instead (conflict)\n`,
     );
     const badGrace = await cli(['--json', 'key', 'rotate', first.body.id, '--grace', '2w']);
-    assert.equal(badGrace.code, 1);
-    assert.equal(JSON.parse(badGrace.stderr).error.param, 'grace');
+    expect(badGrace.code).toBe(1);
+    expect(JSON.parse(badGrace.stderr).error.param).toBe('grace');
 
-    assert.equal(await count(), keysBefore);
+    expect(await count()).toBe(keysBefore);
     const after = await db().apiKey.findUniqueOrThrow({ where: { id: t.keyId } });
-    assert.equal(after.expiresAt?.getTime(), expiryBefore?.getTime());
-    assert.equal((await db().apiKey.findUniqueOrThrow({ where: { id: first.body.id } })).expiresAt, null);
+    expect(after.expiresAt?.getTime()).toBe(expiryBefore?.getTime());
+    expect((await db().apiKey.findUniqueOrThrow({ where: { id: first.body.id } })).expiresAt).toBeNull();
   });
 
   test('a rotation never extends a key that expires before the grace ends', async () => {
     const t = await createTenant([]);
     const short = await new AdminService(db()).keys.create({ org: t.org.name, expiresIn: '1h' });
     const res = await admin('POST', `/admin/keys/${short.id}/rotate`, { grace: '30d' });
-    assert.equal(res.status, 201, res.text);
-    assert.equal(res.body.rotated_from_expires_at, short.expires_at);
+    expectStatus(res, 201);
+    expect(res.body.rotated_from_expires_at).toBe(short.expires_at);
   });
 
   test('a key with a lifetime is replaced by one with the same lifetime, from the rotation; one without by one without', async () => {
@@ -238,29 +247,33 @@ describe('API key rotation and last use', () => {
     const lived = await admins.keys.create({ org: t.org.name, expiresIn: '30d' });
     const before = Date.now();
     const res = await admin('POST', `/admin/keys/${lived.id}/rotate`, { grace: '1h' });
-    assert.equal(res.status, 201, res.text);
+    expectStatus(res, 201);
     const lifetime = Date.parse(lived.expires_at!) - Date.parse(lived.created_at!);
     const successorExpiry = Date.parse(res.body.expires_at);
-    assert.ok(successorExpiry >= before + lifetime - 1_000, res.text);
-    assert.ok(successorExpiry <= Date.now() + lifetime + 1_000, res.text);
+    expect({ ok: successorExpiry >= before + lifetime - 1_000, body: res.text }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
+    expect({ ok: successorExpiry <= Date.now() + lifetime + 1_000, body: res.text }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const row = await db().apiKey.findUniqueOrThrow({ where: { id: res.body.id } });
-    assert.equal(row.expiresAt?.getTime(), successorExpiry);
+    expect(row.expiresAt?.getTime()).toBe(successorExpiry);
 
     const forever = await admins.keys.create({ org: t.org.name });
     const plain = await admin('POST', `/admin/keys/${forever.id}/rotate`, {});
-    assert.equal(plain.status, 201, plain.text);
-    assert.equal(plain.body.expires_at, null);
+    expectStatus(plain, 201);
+    expect(plain.body.expires_at).toBeNull();
   });
 
   test('last_used_at: null until the key is used, then the time of a use', async () => {
     const t = await createTenant([]);
     const entry = async () => (await listKeys(t.org.name)).find((k) => k.id === t.keyId)!;
-    assert.equal((await entry()).last_used_at, null);
+    expect((await entry()).last_used_at).toBeNull();
     const human = await cli(['key', 'list', '--org', t.org.name]);
-    assert.match(human.stdout, /LAST_USED_AT/);
+    expect(human.stdout).toMatch(/LAST_USED_AT/);
 
     const before = Date.now();
-    assert.equal((await models(t.key)).status, 200);
+    expect((await models(t.key)).status).toBe(200);
     const after = Date.now();
     // Written in the background (batched every few seconds); a generous bound for a busy machine.
     const deadline = Date.now() + 30_000;
@@ -269,9 +282,14 @@ describe('API key rotation and last use', () => {
       await sleep(250);
       seen = (await entry()).last_used_at;
     }
-    assert.ok(seen, 'last_used_at was not written');
+    if (!seen) {
+      throw new Error('last_used_at was not written');
+    }
     const usedAt = Date.parse(seen);
     // The api stamps the use with its own clock, on this same machine.
-    assert.ok(usedAt >= before - 5 && usedAt <= after + 5, `last_used_at ${seen} not in [${before}, ${after}]`);
+    expect({
+      ok: usedAt >= before - 5 && usedAt <= after + 5,
+      message: `last_used_at ${seen} not in [${before}, ${after}]`,
+    }).toEqual(expect.objectContaining({ ok: true }));
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +8,7 @@ import { DATABASE_URL, baseEnv, closeDb, http, startApi, startNode } from '../su
 import type { Api, Proc } from '../support/stack';
 import { RedisServer } from '../reliability/helpers';
 import { adminAuth, stopApis } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 const MIGRATIONS = projectPath('prisma/migrations');
 
@@ -59,11 +59,15 @@ describe('db:migrate', () => {
     });
 
   beforeAll(async () => {
-    assert.ok(folders.length > 0, `no migrations in ${MIGRATIONS}`);
+    expect({ ok: folders.length > 0, message: `no migrations in ${MIGRATIONS}` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const exists = await withClient(urlFor('postgres'), (c) =>
       c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]),
     );
-    assert.equal(exists.rowCount, 0, `${database} already exists`);
+    expect({ rowCount: exists.rowCount, message: `${database} already exists` }).toEqual(
+      expect.objectContaining({ rowCount: 0 }),
+    );
     redis = await RedisServer.start();
     api = await startApi({ DATABASE_URL: url, REDIS_URL: redis.url });
   });
@@ -107,27 +111,41 @@ describe('db:migrate', () => {
 
   test('before migrating, the api on the missing database is not ready', async () => {
     const res = await http('GET', `${api.url}/readyz`);
-    assert.equal(res.status, 503, res.text);
-    assert.notEqual(res.body.checks.postgres, 'ok');
+    expectStatus(res, 503);
+    expect(res.body.checks.postgres).not.toBe('ok');
   });
 
   test('two runs at once both succeed and apply each migration exactly once', async () => {
     const runs = await Promise.all([runMigrate(url), runMigrate(url)]);
     for (const { code, proc } of runs) {
-      assert.equal(code, 0, `migrate exited ${code}:\n${proc.output}`);
+      expect({ code, message: `migrate exited ${code}:\n${proc.output}` }).toEqual(
+        expect.objectContaining({ code: 0 }),
+      );
     }
     const outputs = runs.map((r) => r.proc.stdout);
-    assert.equal(outputs.filter((o) => /created database/.test(o)).length, 1, outputs.join('\n---\n'));
-    assert.equal(outputs.filter((o) => /applied \d+ migration/.test(o)).length, 1, outputs.join('\n---\n'));
-    assert.equal(outputs.filter((o) => /up to date/.test(o)).length, 1, outputs.join('\n---\n'));
+    expect({
+      length: outputs.filter((o) => /created database/.test(o)).length,
+      message: outputs.join('\n---\n'),
+    }).toEqual(expect.objectContaining({ length: 1 }));
+    expect({
+      length: outputs.filter((o) => /applied \d+ migration/.test(o)).length,
+      message: outputs.join('\n---\n'),
+    }).toEqual(expect.objectContaining({ length: 1 }));
+    expect({ length: outputs.filter((o) => /up to date/.test(o)).length, message: outputs.join('\n---\n') }).toEqual(
+      expect.objectContaining({ length: 1 }),
+    );
 
     const rows = await migrations();
     expect(rows.map((r) => r.migration_name).sort()).toEqual(folders);
     for (const row of rows) {
-      assert.ok(row.finished_at instanceof Date, `${row.migration_name} has no finished_at`);
+      expect({ ok: row.finished_at instanceof Date, message: `${row.migration_name} has no finished_at` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       // Prisma's bookkeeping: the checksum is the SHA-256 of migration.sql.
       const sql = readFileSync(join(MIGRATIONS, row.migration_name, 'migration.sql'));
-      assert.equal(row.checksum, createHash('sha256').update(sql).digest('hex'), row.migration_name);
+      expect({ checksum: row.checksum, migration_name: row.migration_name }).toEqual(
+        expect.objectContaining({ checksum: createHash('sha256').update(sql).digest('hex') }),
+      );
     }
     const tables = await withClient(url, (c) =>
       c.query<{ table_name: string }>(
@@ -136,24 +154,26 @@ describe('db:migrate', () => {
     );
     const names = tables.rows.map((r) => r.table_name);
     for (const table of ['api_keys', 'devices', 'models', 'org_models', 'organizations', 'tasks']) {
-      assert.ok(names.includes(table), `table ${table} missing: ${names.join(', ')}`);
+      expect({ ok: names.includes(table), message: `table ${table} missing: ${names.join(', ')}` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
   });
 
   test('a third run says the database is up to date and changes nothing', async () => {
     const earlier = await migrations();
     const { code, proc } = await runMigrate(url);
-    assert.equal(code, 0, proc.output);
-    assert.match(proc.stdout, /up to date/);
-    assert.doesNotMatch(proc.stdout, /created database|applied/);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stdout).toMatch(/up to date/);
+    expect(proc.stdout).not.toMatch(/created database|applied/);
     expect(await migrations()).toEqual(earlier);
   });
 
   test('the migrated database serves the api', async () => {
     const ready = await http('GET', `${api.url}/readyz`);
-    assert.equal(ready.status, 200, ready.text);
+    expectStatus(ready, 200);
     const created = await http('POST', `${api.url}/admin/orgs`, { headers: adminAuth(), body: { name: 'first-org' } });
-    assert.equal(created.status, 201, created.text);
+    expectStatus(created, 201);
     const rows = await withClient(url, (c) => c.query('SELECT name FROM organizations'));
     expect(rows.rows).toEqual([{ name: 'first-org' }]);
   });
@@ -164,9 +184,9 @@ describe('db:migrate', () => {
     const dir = copyOfMigrations();
     addMigration(dir, BROKEN, 'CREATE TABLE broken_half (id int);\nSELECT 1 / 0;\n');
     const { code, proc } = await runMigrate(url, ['--dir', dir]);
-    assert.notEqual(code, 0, proc.output);
-    assert.match(proc.stderr, /migration 29990101000000_broken failed: division by zero/);
-    assert.match(proc.stderr, /migrate resolve --rolled-back 29990101000000_broken/);
+    expect({ code, output: proc.output }).not.toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stderr).toMatch(/migration 29990101000000_broken failed: division by zero/);
+    expect(proc.stderr).toMatch(/migrate resolve --rolled-back 29990101000000_broken/);
     expect(await rowsOf(BROKEN)).toEqual([
       {
         finished_at: null,
@@ -176,35 +196,34 @@ describe('db:migrate', () => {
       },
     ]);
     // Sent as one query, its statements ran in one transaction: the table it created is gone with it.
-    assert.equal(await tableExists('broken_half'), false);
+    expect(await tableExists('broken_half')).toBe(false);
   });
 
   test('a failed migration blocks the next run, fixed or not, with how to resolve it; resolving lets it apply', async () => {
     const dir = copyOfMigrations();
     addMigration(dir, BROKEN, 'CREATE TABLE broken_half (id int);\n');
     let { code, proc } = await runMigrate(url, ['--dir', dir]);
-    assert.notEqual(code, 0, proc.output);
-    assert.match(
-      proc.stderr,
+    expect({ code, output: proc.output }).not.toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stderr).toMatch(
       /migration 29990101000000_broken \(started [^)]+\) failed, and no later migration is applied/,
     );
-    assert.match(proc.stderr, /division by zero/);
-    assert.match(proc.stderr, /npm run cli -- migrate resolve --rolled-back 29990101000000_broken/);
-    assert.match(proc.stderr, /npx prisma migrate resolve --rolled-back 29990101000000_broken/);
-    assert.equal(await tableExists('broken_half'), false);
+    expect(proc.stderr).toMatch(/division by zero/);
+    expect(proc.stderr).toMatch(/npm run cli -- migrate resolve --rolled-back 29990101000000_broken/);
+    expect(proc.stderr).toMatch(/npx prisma migrate resolve --rolled-back 29990101000000_broken/);
+    expect(await tableExists('broken_half')).toBe(false);
 
     ({ code, proc } = await runMigrate(url, ['resolve', '--rolled-back', BROKEN, '--dir', dir]));
-    assert.equal(code, 0, proc.output);
-    assert.match(proc.stdout, /marked rolled back/);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stdout).toMatch(/marked rolled back/);
     // Only a failed migration can be rolled back.
     ({ code, proc } = await runMigrate(url, ['resolve', '--rolled-back', BROKEN, '--dir', dir]));
-    assert.notEqual(code, 0, proc.output);
-    assert.match(proc.stderr, /not recorded as failed/);
+    expect({ code, output: proc.output }).not.toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stderr).toMatch(/not recorded as failed/);
 
     ({ code, proc } = await runMigrate(url, ['--dir', dir]));
-    assert.equal(code, 0, proc.output);
-    assert.match(proc.stdout, /applied 1 migration\(s\): 29990101000000_broken/);
-    assert.equal(await tableExists('broken_half'), true);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stdout).toMatch(/applied 1 migration\(s\): 29990101000000_broken/);
+    expect(await tableExists('broken_half')).toBe(true);
     // As Prisma keeps them: the failed attempt, rolled back, then the applied one.
     const rows = await rowsOf(BROKEN);
     expect(rows.map((r) => [r.finished_at !== null, r.rolled_back_at !== null, r.applied_steps_count])).toEqual([
@@ -215,9 +234,9 @@ describe('db:migrate', () => {
 
   test('a migration applied here but missing from the folder is reported, and the run succeeds', async () => {
     const { code, proc } = await runMigrate(url);
-    assert.equal(code, 0, proc.output);
-    assert.match(proc.stdout, /up to date/);
-    assert.match(proc.stderr, /warning: applied to database \S+ but not found in \S+: 29990101000000_broken/);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stdout).toMatch(/up to date/);
+    expect(proc.stderr).toMatch(/warning: applied to database \S+ but not found in \S+: 29990101000000_broken/);
   });
 
   test('a migration history written for another provider is refused before anything is applied', async () => {
@@ -225,9 +244,9 @@ describe('db:migrate', () => {
     writeFileSync(join(dir, 'migration_lock.toml'), 'provider = "mysql"\n');
     addMigration(dir, '29990102000000_more', 'CREATE TABLE more_things (id int);\n');
     const { code, proc } = await runMigrate(url, ['--dir', dir]);
-    assert.notEqual(code, 0, proc.output);
-    assert.match(proc.stderr, /migration_lock\.toml says provider "mysql"/);
-    assert.equal(await tableExists('more_things'), false);
+    expect({ code, output: proc.output }).not.toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stderr).toMatch(/migration_lock\.toml says provider "mysql"/);
+    expect(await tableExists('more_things')).toBe(false);
     expect(await rowsOf('29990102000000_more')).toEqual([]);
   });
 
@@ -235,13 +254,13 @@ describe('db:migrate', () => {
     const dir = copyOfMigrations();
     addMigration(dir, '29990103000000_by_hand', 'CREATE TABLE by_hand (id int);\n');
     let { code, proc } = await runMigrate(url, ['resolve', '--applied', '29990103000000_by_hand', '--dir', dir]);
-    assert.equal(code, 0, proc.output);
-    assert.equal(await tableExists('by_hand'), false);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(await tableExists('by_hand')).toBe(false);
     ({ code, proc } = await runMigrate(url, ['--dir', dir]));
-    assert.equal(code, 0, proc.output);
-    assert.match(proc.stdout, /up to date/);
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stdout).toMatch(/up to date/);
     ({ code, proc } = await runMigrate(url, ['resolve', '--applied', '29990103000000_by_hand', '--dir', dir]));
-    assert.notEqual(code, 0, proc.output);
-    assert.match(proc.stderr, /already recorded as applied/);
+    expect({ code, output: proc.output }).not.toEqual(expect.objectContaining({ code: 0 }));
+    expect(proc.stderr).toMatch(/already recorded as applied/);
   });
 });

@@ -1,9 +1,9 @@
-import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { AdminService } from '@app/common';
 import { closeDb, createTenant, db, http, startApi, uniq } from '../support/stack';
 import type { Api, Tenant } from '../support/stack';
 import { adminAuth, assertOpenAIError, bearer, modelPath, unknownKey, stopApis } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** GET /v1/models and /v1/models/{model}: only what the caller's org has enabled; unknown_url elsewhere. */
 describe('models API', () => {
@@ -39,29 +39,35 @@ describe('models API', () => {
 
   test('GET /v1/models lists exactly the models enabled for the caller’s org', async () => {
     const res = await get('/v1/models', acme.key);
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     expect(Object.keys(res.body).sort()).toEqual(['data', 'object']);
-    assert.equal(res.body.object, 'list');
+    expect(res.body.object).toBe('list');
     expect(ids(res.body)).toEqual([slashModel, colonModel, ownedModel].sort());
     const now = Date.now() / 1000;
     for (const model of res.body.data) {
       expect(Object.keys(model).sort()).toEqual(['created', 'id', 'object', 'owned_by']);
-      assert.equal(model.object, 'model');
-      assert.ok(Number.isInteger(model.created), `created is not integer seconds: ${model.created}`);
-      assert.ok(model.created > now - 3600 && model.created <= now + 5, `created ${model.created} is not recent`);
-      assert.equal(typeof model.owned_by, 'string');
+      expect(model.object).toBe('model');
+      expect({
+        ok: Number.isInteger(model.created),
+        message: `created is not integer seconds: ${model.created}`,
+      }).toEqual(expect.objectContaining({ ok: true }));
+      expect({
+        ok: model.created > now - 3600 && model.created <= now + 5,
+        message: `created ${model.created} is not recent`,
+      }).toEqual(expect.objectContaining({ ok: true }));
+      expect(typeof model.owned_by).toBe('string');
     }
     const byId = Object.fromEntries(res.body.data.map((m: { id: string; owned_by: string }) => [m.id, m.owned_by]));
-    assert.equal(byId[ownedModel], 'acme-labs');
-    assert.equal(byId[colonModel], 'switchyard');
+    expect(byId[ownedModel]).toBe('acme-labs');
+    expect(byId[colonModel]).toBe('switchyard');
 
     const other = await get('/v1/models', globex.key);
-    assert.equal(other.status, 200, other.text);
+    expectStatus(other, 200);
     expect(ids(other.body)).toEqual([globexModel]);
 
     const empty = await createTenant([]);
     const none = await get('/v1/models', empty.key);
-    assert.equal(none.status, 200, none.text);
+    expectStatus(none, 200);
     expect(none.body).toEqual({ object: 'list', data: [] });
   });
 
@@ -69,14 +75,15 @@ describe('models API', () => {
     const list = (await get('/v1/models', acme.key)).body.data as { id: string }[];
     for (const id of [slashModel, colonModel, ownedModel]) {
       const res = await get(`/v1/models/${modelPath(id)}`, acme.key);
-      assert.equal(res.status, 200, `${id}: ${res.text}`);
+      expect({ status: res.status, message: `${id}: ${res.text}` }).toEqual(expect.objectContaining({ status: 200 }));
       expect(res.body).toEqual(list.find((m) => m.id === id));
     }
-    assert.ok(modelPath(slashModel).includes('%2F') && modelPath(slashModel).includes(':'));
+    expect(modelPath(slashModel)).toContain('%2F');
+    expect(modelPath(slashModel)).toContain(':');
     // Fully percent-encoded (as encodeURIComponent does) is the same model.
     const encoded = await get(`/v1/models/${encodeURIComponent(slashModel)}`, acme.key);
-    assert.equal(encoded.status, 200, encoded.text);
-    assert.equal(encoded.body.id, slashModel);
+    expectStatus(encoded, 200);
+    expect(encoded.body.id).toBe(slashModel);
   });
 
   test('a model of another org is indistinguishable from a missing one (404 model_not_found)', async () => {
@@ -90,62 +97,58 @@ describe('models API', () => {
     for (const [name, id] of Object.entries(cases)) {
       const res = await get(`/v1/models/${modelPath(id)}`, acme.key);
       const error = assertOpenAIError(res, 404, 'model_not_found');
-      assert.equal(error.type, missingError.type, name);
-      assert.equal(error.param, missingError.param, name);
+      expect({ type: error.type, name }).toEqual(expect.objectContaining({ type: missingError.type }));
+      expect({ param: error.param, name }).toEqual(expect.objectContaining({ param: missingError.param }));
       // Only the id in the message may differ.
-      assert.equal(error.message.replaceAll(id, '<id>'), missingError.message.replaceAll(missingId, '<id>'), name);
-      assert.equal(res.headers.get('content-type'), missing.headers.get('content-type'));
+      expect({ actual: error.message.replaceAll(id, '<id>'), name }).toEqual(
+        expect.objectContaining({ actual: missingError.message.replaceAll(missingId, '<id>') }),
+      );
+      expect(res.headers.get('content-type')).toBe(missing.headers.get('content-type'));
     }
     // The owner still sees its model.
-    assert.equal((await get(`/v1/models/${modelPath(globexModel)}`, globex.key)).status, 200);
+    expect((await get(`/v1/models/${modelPath(globexModel)}`, globex.key)).status).toBe(200);
   });
 
   test('disabling a model removes it from both endpoints; enabling brings it back', async () => {
     const tenant = await createTenant([slashModel, colonModel]);
     const path = (id: string) => `${api.url}/admin/orgs/${tenant.org.name}/models/${modelPath(id)}`;
     const disabled = await http('DELETE', path(slashModel), { headers: adminAuth() });
-    assert.equal(disabled.status, 200, disabled.text);
+    expectStatus(disabled, 200);
 
     const list = await get('/v1/models', tenant.key);
     expect(ids(list.body)).toEqual([colonModel]);
     assertOpenAIError(await get(`/v1/models/${modelPath(slashModel)}`, tenant.key), 404, 'model_not_found');
     // Other orgs keep it.
-    assert.equal((await get(`/v1/models/${modelPath(slashModel)}`, acme.key)).status, 200);
+    expect((await get(`/v1/models/${modelPath(slashModel)}`, acme.key)).status).toBe(200);
 
     const enabled = await http('PUT', path(slashModel), { headers: adminAuth() });
-    assert.equal(enabled.status, 200, enabled.text);
+    expectStatus(enabled, 200);
     expect(ids((await get('/v1/models', tenant.key)).body)).toEqual([slashModel, colonModel].sort());
-    assert.equal((await get(`/v1/models/${modelPath(slashModel)}`, tenant.key)).status, 200);
+    expect((await get(`/v1/models/${modelPath(slashModel)}`, tenant.key)).status).toBe(200);
   });
 
   test('the official openai client lists and retrieves models', async () => {
     const client = new OpenAI({ apiKey: acme.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
     const seen: string[] = [];
     for await (const model of client.models.list()) {
-      assert.equal(model.object, 'model');
+      expect(model.object).toBe('model');
       seen.push(model.id);
     }
     expect(seen.sort()).toEqual([slashModel, colonModel, ownedModel].sort());
 
     const one = await client.models.retrieve(slashModel);
-    assert.equal(one.id, slashModel);
-    assert.equal(one.object, 'model');
-    assert.equal(typeof one.created, 'number');
-    assert.equal((await client.models.retrieve(colonModel)).id, colonModel);
+    expect(one.id).toBe(slashModel);
+    expect(one.object).toBe('model');
+    expect(typeof one.created).toBe('number');
+    expect((await client.models.retrieve(colonModel)).id).toBe(colonModel);
 
-    await assert.rejects(client.models.retrieve(globexModel), (error: unknown) => {
-      assert.ok(error instanceof OpenAI.NotFoundError, String(error));
-      assert.equal(error.status, 404);
-      assert.equal(error.code, 'model_not_found');
-      return true;
-    });
+    const foreign = client.models.retrieve(globexModel);
+    await expect(foreign).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(foreign).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
     const stranger = new OpenAI({ apiKey: unknownKey(), baseURL: `${api.url}/v1`, maxRetries: 0 });
-    await assert.rejects(stranger.models.list(), (error: unknown) => {
-      assert.ok(error instanceof OpenAI.AuthenticationError, String(error));
-      assert.equal(error.status, 401);
-      assert.equal(error.code, 'invalid_api_key');
-      return true;
-    });
+    const refused = stranger.models.list();
+    await expect(refused).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    await expect(refused).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' });
   });
 
   test('any other path is 404 unknown_url in the OpenAI error shape', async () => {
@@ -160,7 +163,9 @@ describe('models API', () => {
     for (const [method, path, headers] of cases) {
       const res = await http(method, `${api.url}${path}`, { headers });
       const error = assertOpenAIError(res, 404, 'unknown_url', null);
-      assert.equal(error.type, 'invalid_request_error', `${method} ${path}`);
+      expect({ type: error.type, message: `${method} ${path}` }).toEqual(
+        expect.objectContaining({ type: 'invalid_request_error' }),
+      );
     }
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   ADMIN_TOKEN,
   DATABASE_URL,
@@ -16,12 +15,19 @@ import {
 import type { Api, Dispatcher } from '../support/stack';
 import { TcpProxy } from '../reliability/helpers';
 import { inBatches, stopApis } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** What a readiness answer must never show: addresses, ports, users or driver messages. */
 function assertNothingInternal(text: string, ...ports: number[]): void {
-  assert.doesNotMatch(text, /127\.0\.0\.1|localhost|ECONN|postgres(ql)?:\/\/|redis:\/\/|connect |timeout/i, text);
+  expect({ text, message: text }).not.toEqual(
+    expect.objectContaining({
+      text: expect.stringMatching(/127\.0\.0\.1|localhost|ECONN|postgres(ql)?:\/\/|redis:\/\/|connect |timeout/i),
+    }),
+  );
   for (const port of ports) {
-    assert.ok(!text.includes(String(port)), `${text} shows port ${port}`);
+    expect({ ok: !text.includes(String(port)), message: `${text} shows port ${port}` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
   }
 }
 
@@ -85,64 +91,64 @@ describe('health, readiness and configuration', () => {
   test('GET /healthz is 200 {"status":"ok"}, without credentials', async () => {
     for (const server of [api, noRedis, noPostgres]) {
       const res = await http('GET', `${server.url}/healthz`);
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       expect(res.body).toEqual({ status: 'ok' });
     }
   });
 
   test('GET /readyz is 200 when Postgres and Redis answer', async () => {
     const res = await readyz(api, { postgres: true, redis: true });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.status, 'ok');
+    expectStatus(res, 200);
+    expect(res.body.status).toBe('ok');
     expect(res.body.checks).toEqual({ postgres: 'ok', redis: 'ok' });
   });
 
   test('GET /readyz is 503 naming redis when Redis is unreachable', async () => {
     const res = await readyz(noRedis, { postgres: true, redis: false });
-    assert.equal(res.status, 503, res.text);
-    assert.equal(res.body.error.code, 'service_unavailable');
-    assert.match(res.body.error.message, /redis/i);
-    assert.doesNotMatch(res.body.error.message, /postgres/i);
+    expectStatus(res, 503);
+    expect(res.body.error.code).toBe('service_unavailable');
+    expect(res.body.error.message).toMatch(/redis/i);
+    expect(res.body.error.message).not.toMatch(/postgres/i);
     expect(res.body.checks).toEqual({ postgres: 'ok', redis: 'unreachable' });
     assertNothingInternal(res.text, redisPort);
     // The details are for the operator, in the log.
     await noRedis.proc.waitFor(/readiness check failed/);
-    assert.match(noRedis.proc.output, /"dependency":"redis"/);
+    expect(noRedis.proc.output).toMatch(/"dependency":"redis"/);
   });
 
   test('GET /readyz is 503 naming postgres when Postgres is unreachable', async () => {
     const res = await readyz(noPostgres, { postgres: false, redis: true });
-    assert.equal(res.status, 503, res.text);
-    assert.equal(res.body.error.code, 'service_unavailable');
-    assert.match(res.body.error.message, /postgres/i);
-    assert.doesNotMatch(res.body.error.message, /redis/i);
+    expectStatus(res, 503);
+    expect(res.body.error.code).toBe('service_unavailable');
+    expect(res.body.error.message).toMatch(/postgres/i);
+    expect(res.body.error.message).not.toMatch(/redis/i);
     expect(res.body.checks).toEqual({ postgres: 'unreachable', redis: 'ok' });
     assertNothingInternal(res.text, postgresPort);
-    assert.doesNotMatch(res.text, /pg-secret-in-url|switchyard_test/);
+    expect(res.text).not.toMatch(/pg-secret-in-url|switchyard_test/);
     await noPostgres.proc.waitFor(/readiness check failed/);
-    assert.match(noPostgres.proc.output, /"dependency":"postgres"/);
+    expect(noPostgres.proc.output).toMatch(/"dependency":"postgres"/);
   });
 
   test('the dispatcher: GET /readyz is 200 with both up, 503 naming postgres or redis, nothing internal', async () => {
     const ok = await readyz(dispatcher, { postgres: true, redis: true });
-    assert.equal(ok.status, 200, ok.text);
+    expectStatus(ok, 200);
     expect(ok.body).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok' } });
 
     const noPg = await readyz(dispatcherNoPostgres, { postgres: false, redis: true });
-    assert.equal(noPg.status, 503, noPg.text);
-    assert.equal(noPg.body.error.code, 'service_unavailable');
-    assert.equal(noPg.body.error.message, 'not ready: postgres unreachable');
+    expectStatus(noPg, 503);
+    expect(noPg.body.error.code).toBe('service_unavailable');
+    expect(noPg.body.error.message).toBe('not ready: postgres unreachable');
     expect(noPg.body.checks).toEqual({ postgres: 'unreachable', redis: 'ok' });
     assertNothingInternal(noPg.text, postgresPort);
-    assert.doesNotMatch(noPg.text, /pg-secret-in-url|switchyard_test/);
+    expect(noPg.text).not.toMatch(/pg-secret-in-url|switchyard_test/);
 
     const before = await readyz(dispatcherCutRedis, { postgres: true, redis: true });
-    assert.equal(before.status, 200, before.text);
+    expectStatus(before, 200);
     redisProxy.cut();
     try {
       const cut = await readyz(dispatcherCutRedis, { postgres: true, redis: false });
-      assert.equal(cut.status, 503, cut.text);
-      assert.equal(cut.body.error.message, 'not ready: redis unreachable');
+      expectStatus(cut, 503);
+      expect(cut.body.error.message).toBe('not ready: redis unreachable');
       expect(cut.body.checks).toEqual({ postgres: 'ok', redis: 'unreachable' });
       assertNothingInternal(cut.text, redisProxy.port);
       await dispatcherCutRedis.proc.waitFor(/readiness check failed/);
@@ -155,7 +161,7 @@ describe('health, readiness and configuration', () => {
       await sleep(500);
       again = await readyz(dispatcherCutRedis, { postgres: true, redis: true });
     }
-    assert.equal(again.status, 200, again.text);
+    expectStatus(again, 200);
   });
 
   test('a bad configuration value stops the api with one stderr line naming the variable', async () => {
@@ -168,13 +174,20 @@ describe('health, readiness and configuration', () => {
         const code = await within(proc.exited, 30_000, `the api with ${name}=${extra[name]} to stop`).catch(
           async (error: Error) => {
             await proc.stop();
-            assert.fail(`${error.message}:\n${proc.output}`);
+            throw new Error(`${error.message}:\n${proc.output}`);
           },
         );
-        assert.ok(code !== 0 && code !== null, `api with ${name}=${extra[name]} exited ${code}:\n${proc.output}`);
+        expect({
+          ok: code !== 0 && code !== null,
+          message: `api with ${name}=${extra[name]} exited ${code}:\n${proc.output}`,
+        }).toEqual(expect.objectContaining({ ok: true }));
         const lines = proc.stderr.trim().split('\n');
-        assert.equal(lines.length, 1, `expected one stderr line for ${name}, got:\n${proc.stderr}`);
-        assert.match(lines[0], new RegExp(name), proc.stderr);
+        expect({ length: lines.length, message: `expected one stderr line for ${name}, got:\n${proc.stderr}` }).toEqual(
+          expect.objectContaining({ length: 1 }),
+        );
+        expect({ actual: lines[0], stderr: proc.stderr }).toEqual(
+          expect.objectContaining({ actual: expect.stringMatching(new RegExp(name)) }),
+        );
       }),
     );
   });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
 import { AdminService } from '@app/common';
@@ -32,6 +31,7 @@ import {
 import { until } from './helpers';
 import { PgQueryLog } from './pg-query-log';
 import { RawConnection } from './raw-connection';
+import { expectStatus } from '../support/expect-status';
 
 /** Small, so that a test can go over it quickly; the defaults are in docs/operations.md. */
 const AUTH_FAILURES = 10;
@@ -121,13 +121,13 @@ describe('hostile clients', () => {
         'invalid_api_key',
       );
     }
-    assert.equal(await taskCount(), before);
+    expect(await taskCount()).toBe(before);
     // The same key in its header works.
     const ok = await jsonHttp('POST', `${api.url}/v1/chat/completions`, chatBody(model, 'hi'), {
       headers: bearer(tenant.key),
       localAddress: loopbackAddress(),
     });
-    assert.equal(ok.status, 200, ok.text);
+    expectStatus(ok, 200);
   });
 
   it('authentication comes before the body: without a valid key, no body is parsed', async () => {
@@ -162,7 +162,9 @@ describe('hostile clients', () => {
       statuses.push(res.status);
       if (res.status === 429) {
         assertOpenAIError(res, 429, 'rate_limit_exceeded');
-        assert.ok(Number(res.headers['retry-after']) > 0, JSON.stringify(res.headers));
+        expect({ ok: Number(res.headers['retry-after']) > 0, headers: res.headers }).toEqual(
+          expect.objectContaining({ ok: true }),
+        );
       }
     }
     expect(statuses.slice(0, AUTH_FAILURES)).toEqual(Array(AUTH_FAILURES).fill(401));
@@ -179,7 +181,7 @@ describe('hostile clients', () => {
       headers: { 'x-api-key': tenant.key },
       localAddress: loopbackAddress(),
     });
-    assert.equal(elsewhere.status, 200, elsewhere.text);
+    expectStatus(elsewhere, 200);
     // Another address is not affected.
     const other = await jsonHttp('GET', `${api.url}/v1/models`, undefined, {
       headers: bearer(`sy_${'V'.repeat(40)}`),
@@ -218,13 +220,13 @@ describe('hostile clients', () => {
       headers: bearer(ADMIN_TOKEN),
       localAddress: loopbackAddress(),
     });
-    assert.equal(elsewhere.status, 200, elsewhere.text);
+    expectStatus(elsewhere, 200);
     // API key failures and admin failures are counted apart: the tenant's key still works there.
     const key = await jsonHttp('GET', `${api.url}/v1/models`, undefined, {
       headers: bearer(tenant.key),
       localAddress: attacker,
     });
-    assert.equal(key.status, 200, key.text);
+    expectStatus(key, 200);
   });
 
   it('X-Forwarded-For counts only with TRUST_PROXY: a client cannot dodge the limit by forging it', async () => {
@@ -237,7 +239,10 @@ describe('hostile clients', () => {
       });
       statuses.push(res.status);
     }
-    assert.equal(statuses.at(-1), 429, `without TRUST_PROXY the forged addresses were believed: ${statuses.join(',')}`);
+    expect({
+      actual: statuses.at(-1),
+      message: `without TRUST_PROXY the forged addresses were believed: ${statuses.join(',')}`,
+    }).toEqual(expect.objectContaining({ actual: 429 }));
 
     // Behind a proxy (TRUST_PROXY=true) the clients' addresses are X-Forwarded-For's: one client's
     // failures do not lock out another client of the same proxy.
@@ -316,7 +321,7 @@ describe('hostile clients', () => {
       assertOpenAIError(created, 404, 'unknown_url');
       // On the admin port: the admin API, with its token and its failed-auth limit.
       const listed = await jsonHttp('GET', `${admin}/admin/orgs`, undefined, { headers: bearer(ADMIN_TOKEN) });
-      assert.equal(listed.status, 200, listed.text);
+      expectStatus(listed, 200);
       assertOpenAIError(
         await jsonHttp('GET', `${admin}/admin/orgs`, undefined, { headers: bearer('wrong'), localAddress: from }),
         401,
@@ -327,21 +332,25 @@ describe('hostile clients', () => {
         const res = await jsonHttp('GET', `${admin}${path}`, undefined, { headers: bearer(tenant.key) });
         assertOpenAIError(res, 404, 'unknown_url');
       }
-      assert.equal((await jsonHttp('GET', `${admin}/healthz`, undefined)).status, 200);
+      expect((await jsonHttp('GET', `${admin}/healthz`, undefined)).status).toBe(200);
       const models = await jsonHttp('GET', `${split.url}/v1/models`, undefined, { headers: bearer(tenant.key) });
-      assert.equal(models.status, 200, models.text);
+      expectStatus(models, 200);
       // The public API document does not tell of the admin surface; the admin listener's does.
       const paths = async (url: string) => {
         const res = await jsonHttp('GET', `${url}/openapi.json`, undefined);
-        assert.equal(res.status, 200, res.text);
+        expectStatus(res, 200);
         return { paths: Object.keys(res.body.paths), text: res.text };
       };
       const open = await paths(split.url);
-      assert.ok(open.paths.includes('/v1/chat/completions'), open.paths.join(' '));
+      expect({ ok: open.paths.includes('/v1/chat/completions'), message: open.paths.join(' ') }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       expect(open.paths.filter((p) => /^\/(admin|dashboard)/.test(p))).toEqual([]);
-      assert.ok(!/ADMIN_TOKEN|adminToken/.test(open.text), 'the public document describes the admin token');
+      // the public document describes the admin token
+      expect(open.text).not.toMatch(/ADMIN_TOKEN|adminToken/);
       const internal = await paths(admin);
-      assert.ok(internal.paths.includes('/admin/orgs') && internal.paths.includes('/dashboard/session'));
+      expect(internal.paths).toContain('/admin/orgs');
+      expect(internal.paths).toContain('/dashboard/session');
     } finally {
       await split.stop();
     }
@@ -358,9 +367,10 @@ describe('hostile clients', () => {
       await proc.stop('SIGKILL');
       throw e;
     });
-    assert.equal(code, 1, proc.output);
-    assert.match(proc.stderr, /ADMIN_TOKEN.*at least 32 characters/);
-    assert.ok(!proc.output.includes(short), 'the bad token was printed');
+    expect({ code, output: proc.output }).toEqual(expect.objectContaining({ code: 1 }));
+    expect(proc.stderr).toMatch(/ADMIN_TOKEN.*at least 32 characters/);
+    // the bad token was printed
+    expect(proc.output).not.toContain(short);
   });
   it('anonymous bodies are not read: an unknown URL or a wrong method answers 404 before the body is sent', async () => {
     // Deeply nested JSON, under the body limit: what would cost the api most to parse.
@@ -390,7 +400,7 @@ describe('hostile clients', () => {
         // serves its next request.
         await conn.write('['.repeat(declared - 1000));
         await conn.write('GET /healthz HTTP/1.1\r\nHost: api\r\n\r\n');
-        assert.equal((await conn.answer(`${method} ${path}: the next request`)).status, 200);
+        expect((await conn.answer(`${method} ${path}: the next request`)).status).toBe(200);
       } finally {
         conn.destroy();
       }
@@ -402,8 +412,8 @@ describe('hostile clients', () => {
       body: '['.repeat(4 * 1024 * 1024),
       signal: AbortSignal.timeout(60_000),
     });
-    assert.equal(res.status, 404);
-    assert.equal(((await res.json()) as any).error.code, 'unknown_url');
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as any).error.code).toBe('unknown_url');
   });
 
   it('the sign-in takes a few KiB and routes that take no body parse none', async () => {
@@ -429,7 +439,7 @@ describe('hostile clients', () => {
       { token: ADMIN_TOKEN },
       { localAddress: from },
     );
-    assert.equal(right.status, 204, right.text);
+    expectStatus(right, 204);
     // Signing out takes no body: one that is not even JSON is dropped unread, and the sign-out done.
     const out = await rawHttp('DELETE', `${api.url}/dashboard/session`, {
       headers: {
@@ -440,7 +450,7 @@ describe('hostile clients', () => {
       body: '{"model": ',
       localAddress: from,
     });
-    assert.equal(out.status, 204, out.text);
+    expectStatus(out, 204);
     const after = await jsonHttp('GET', `${api.url}/dashboard/session`, undefined, {
       headers: { cookie: sessionCookieOf(right.headers) },
     });
@@ -458,13 +468,13 @@ describe('hostile clients', () => {
         { token: ADMIN_TOKEN },
         { localAddress: from },
       );
-      assert.equal(signIn.status, 204, signIn.text);
+      expectStatus(signIn, 204);
       const cookie = sessionCookieOf(signIn.headers);
       const asSession = (url: string, session: string) =>
         jsonHttp('GET', `${url}/admin/orgs`, undefined, { headers: { cookie: session }, localAddress: from });
-      assert.equal((await asSession(restarted.url, cookie)).status, 200);
+      expect((await asSession(restarted.url, cookie)).status).toBe(200);
       // Another instance with the same token: the same session.
-      assert.equal((await asSession(api.url, cookie)).status, 200);
+      expect((await asSession(api.url, cookie)).status).toBe(200);
 
       await restarted.stop();
       const rotated = `rotated-admin-token-${randomBytes(16).toString('hex')}`;
@@ -479,8 +489,8 @@ describe('hostile clients', () => {
         { token: rotated },
         { localAddress: from },
       );
-      assert.equal(again.status, 204, again.text);
-      assert.equal((await asSession(restarted.url, sessionCookieOf(again.headers))).status, 200);
+      expectStatus(again, 204);
+      expect((await asSession(restarted.url, sessionCookieOf(again.headers))).status).toBe(200);
       assertOpenAIError(await asSession(api.url, sessionCookieOf(again.headers)), 401, 'invalid_admin_token');
     } finally {
       await restarted.stop();
@@ -539,17 +549,22 @@ describe('hostile clients', () => {
       }
       for (const res of refused) {
         assertOpenAIError(res, 429, 'rate_limit_exceeded');
-        assert.ok(Number(res.headers['retry-after']) >= 1, JSON.stringify(res.headers));
+        expect({ ok: Number(res.headers['retry-after']) >= 1, headers: res.headers }).toEqual(
+          expect.objectContaining({ ok: true }),
+        );
       }
-      assert.equal(log.count(ANY_KEY_QUERY), before, `queries while blocked: ${log.queries.slice(-5).join(' | ')}`);
+      expect({
+        actual: log.count(ANY_KEY_QUERY),
+        message: `queries while blocked: ${log.queries.slice(-5).join(' | ')}`,
+      }).toEqual(expect.objectContaining({ actual: before }));
       // The key is good, and looking it up is a query this log sees: from another address it is served.
       const lookups = log.count(LOOKUP);
       const served = await jsonHttp('GET', `${counted.url}/v1/models`, undefined, {
         headers: bearer(fresh.key),
         localAddress: loopbackAddress(),
       });
-      assert.equal(served.status, 200, served.text);
-      assert.equal(log.count(LOOKUP), lookups + 1);
+      expectStatus(served, 200);
+      expect(log.count(LOOKUP)).toBe(lookups + 1);
     });
 
     it('wrong keys cost no query each: a flood of distinct ones makes a few refreshes; a key created meanwhile works at once', async () => {
@@ -581,13 +596,17 @@ describe('hostile clients', () => {
       }
       const elapsed = Date.now() - started;
       expect(new Set(statuses)).toEqual(new Set([401]));
-      assert.equal(created?.status, 200, 'the key created mid-flood was refused on its first request');
+      // the key created mid-flood was refused on its first request
+      expect(created?.status).toBe(200);
       // One lookup: the new key's. The 200 wrong keys made none.
-      assert.equal(log.count(LOOKUP) - lookups, 1);
+      expect(log.count(LOOKUP) - lookups).toBe(1);
       // And the refreshes that found the new key are bounded by time, not by the number of wrong keys.
       const refreshes = log.count(REFRESH) - refreshesBefore;
       const bound = Math.ceil(elapsed / MIN_REFRESH_INTERVAL_MS) + 2;
-      assert.ok(refreshes <= bound, `${refreshes} refreshes in ${elapsed} ms for 200 wrong keys (bound ${bound})`);
+      expect({
+        ok: refreshes <= bound,
+        message: `${refreshes} refreshes in ${elapsed} ms for 200 wrong keys (bound ${bound})`,
+      }).toEqual(expect.objectContaining({ ok: true }));
     });
   });
 
@@ -599,8 +618,10 @@ describe('hostile clients', () => {
       await jsonHttp('GET', `${api.url}/dashboard`, undefined),
     ];
     for (const res of answers) {
-      assert.equal(res.headers['x-frame-options'], 'DENY', JSON.stringify(res.headers));
-      assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/);
+      expect({ actual: res.headers['x-frame-options'], headers: res.headers }).toEqual(
+        expect.objectContaining({ actual: 'DENY' }),
+      );
+      expect(String(res.headers['content-security-policy'])).toMatch(/frame-ancestors 'none'/);
     }
   });
 

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import {
   closeDb,
@@ -15,6 +14,7 @@ import {
   waitTerminal,
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
+import { expectStatus } from '../support/expect-status';
 
 /** Ollama's own clients, with only the host and a key changed. */
 describe('Ollama-compatible API', () => {
@@ -53,21 +53,22 @@ describe('Ollama-compatible API', () => {
 
   it('ollama.chat (not streamed) answers in Ollama shape and records an ollama task', async () => {
     const res = await client(tenant.key).chat({ model, messages: [{ role: 'user', content: 'hello' }] });
-    assert.equal(res.model, model);
-    assert.equal(res.message.role, 'assistant');
-    assert.ok(res.message.content.length > 0);
-    assert.equal(res.done, true);
-    assert.equal(res.done_reason, 'stop');
-    assert.equal(res.eval_count, 6);
-    assert.ok(res.prompt_eval_count >= 1);
-    assert.ok(res.total_duration > 0 && res.eval_duration >= 0);
-    assert.ok(!Number.isNaN(Date.parse(res.created_at as unknown as string)));
+    expect(res.model).toBe(model);
+    expect(res.message.role).toBe('assistant');
+    expect(res.message.content.length).toBeGreaterThan(0);
+    expect(res.done).toBe(true);
+    expect(res.done_reason).toBe('stop');
+    expect(res.eval_count).toBe(6);
+    expect(res.prompt_eval_count).toBeGreaterThanOrEqual(1);
+    expect(res.total_duration).toBeGreaterThan(0);
+    expect(res.eval_duration).toBeGreaterThanOrEqual(0);
+    expect(Date.parse(res.created_at as unknown as string)).not.toBeNaN();
     const extra = res as unknown as { mode: string; task_address: string };
-    assert.equal(extra.mode, 'network');
+    expect(extra.mode).toBe('network');
     const row = await waitTerminal(extra.task_address);
-    assert.equal(row.api, 'ollama');
-    assert.equal(row.stream, false);
-    assert.equal(row.status, 'completed');
+    expect(row.api).toBe('ollama');
+    expect(row.stream).toBe(false);
+    expect(row.status).toBe('completed');
   });
 
   it('ollama.chat streamed: content deltas then a final done line with counts, mode and task_address', async () => {
@@ -80,28 +81,28 @@ describe('Ollama-compatible API', () => {
       parts.push(part);
     }
     const last = parts.at(-1);
-    assert.equal(last.done, true);
-    assert.equal(last.done_reason, 'stop');
-    assert.equal(last.eval_count, 6);
-    assert.match(last.task_address, /^network:/);
-    assert.ok(parts.slice(0, -1).every((p) => p.done === false && p.message.role === 'assistant'));
+    expect(last.done).toBe(true);
+    expect(last.done_reason).toBe('stop');
+    expect(last.eval_count).toBe(6);
+    expect(last.task_address).toMatch(/^network:/);
+    expect(parts.slice(0, -1).every((p) => p.done === false && p.message.role === 'assistant')).toBe(true);
     const streamed = parts.map((p) => p.message.content).join('');
     const whole = await client(tenant.key).chat({ model, messages: [{ role: 'user', content: 'hello' }] });
-    assert.equal(streamed, whole.message.content);
-    assert.equal((await waitTerminal(last.task_address)).stream, true);
+    expect(streamed).toBe(whole.message.content);
+    expect((await waitTerminal(last.task_address)).stream).toBe(true);
   });
 
   it('ollama.list shows the org’s enabled models; /api/version is public', async () => {
     const list = await client(tenant.key).list();
     expect(list.models.map((m) => m.name).sort()).toEqual([model, slowModel].sort());
     const entry = list.models.find((m) => m.name === model)!;
-    assert.equal(entry.model, model);
-    assert.equal(entry.size, 0);
-    assert.match(entry.digest, /^[0-9a-f]{64}$/);
-    assert.equal((await client(other.key).list()).models.length, 0);
+    expect(entry.model).toBe(model);
+    expect(entry.size).toBe(0);
+    expect(entry.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect((await client(other.key).list()).models).toHaveLength(0);
     const version = await http('GET', `${api.url}/api/version`);
-    assert.equal(version.status, 200);
-    assert.match(version.body.version, /^\d+\.\d+\.\d+$/);
+    expect(version.status).toBe(200);
+    expect(version.body.version).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
   it('raw NDJSON framing: application/x-ndjson, one object a line, body without a content type', async () => {
@@ -111,16 +112,16 @@ describe('Ollama-compatible API', () => {
       // As Ollama's curl examples: no Content-Type header (fetch sends text/plain).
       body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
     });
-    assert.equal(res.status, 200);
-    assert.equal(res.headers.get('content-type'), 'application/x-ndjson');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/x-ndjson');
     const text = await res.text();
-    assert.ok(text.endsWith('\n'));
+    expect(text.endsWith('\n')).toBe(true);
     const lines = text
       .trimEnd()
       .split('\n')
       .map((l) => JSON.parse(l));
-    assert.equal(lines.length, 7);
-    assert.equal(lines.at(-1).done, true);
+    expect(lines).toHaveLength(7);
+    expect(lines.at(-1).done).toBe(true);
   });
 
   it('maps options, format, think and tools; lists ignored fields in the header', async () => {
@@ -131,22 +132,22 @@ describe('Ollama-compatible API', () => {
       options: { temperature: 0.2, num_predict: 50, seed: 7, top_k: 40 },
       keep_alive: '5m',
     });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.headers.get('x-switchyard-ignored-params'), 'keep_alive,options.seed,options.top_k');
-    assert.equal(res.body.message.tool_calls[0].function.name, 'get_weather');
-    assert.equal(typeof res.body.message.tool_calls[0].function.arguments, 'object');
+    expectStatus(res, 200);
+    expect(res.headers.get('x-switchyard-ignored-params')).toBe('keep_alive,options.seed,options.top_k');
+    expect(res.body.message.tool_calls[0].function.name).toBe('get_weather');
+    expect(typeof res.body.message.tool_calls[0].function.arguments).toBe('object');
 
     const json = await chat({ model, format: 'json', messages: [{ role: 'user', content: 'json please' }] });
-    assert.equal(json.status, 200);
-    assert.equal(typeof JSON.parse(json.body.message.content), 'object');
+    expect(json.status).toBe(200);
+    expect(typeof JSON.parse(json.body.message.content)).toBe('object');
 
     const short = await chat({ model, options: { num_predict: 2 }, messages: [{ role: 'user', content: 'x' }] });
-    assert.equal(short.body.done_reason, 'length');
-    assert.equal(short.body.eval_count, 2);
+    expect(short.body.done_reason).toBe('length');
+    expect(short.body.eval_count).toBe(2);
 
     const thinking = await chat({ model, think: 'high', messages: [{ role: 'user', content: 'think' }] });
-    assert.equal(thinking.status, 200);
-    assert.ok(thinking.body.message.thinking.length > 0);
+    expect(thinking.status).toBe(200);
+    expect(thinking.body.message.thinking.length > 0).toBe(true);
   });
 
   it('errors are {"error": "..."} with the OpenAI routes’ status codes, and write nothing', async () => {
@@ -162,16 +163,18 @@ describe('Ollama-compatible API', () => {
     ];
     for (const [body, status] of cases) {
       const res = await chat(body);
-      assert.equal(res.status, status, `${JSON.stringify(body)} → ${res.text}`);
+      expect({ status: res.status, message: `${JSON.stringify(body)} → ${res.text}` }).toEqual(
+        expect.objectContaining({ status }),
+      );
       expect(Object.keys(res.body)).toEqual(['error']);
-      assert.equal(typeof res.body.error, 'string');
+      expect(typeof res.body.error).toBe('string');
     }
     const bad = await http('POST', `${api.url}/api/chat`, {
       headers: { authorization: `Bearer ${tenant.key}` },
       raw: '{oops',
     });
-    assert.equal(bad.status, 400);
-    assert.equal(typeof bad.body.error, 'string');
+    expect(bad.status).toBe(400);
+    expect(typeof bad.body.error).toBe('string');
     const headerSets: Record<string, string>[] = [
       {},
       { authorization: 'Bearer sy_unknownunknownunknownunknownunknown1' },
@@ -182,23 +185,23 @@ describe('Ollama-compatible API', () => {
         headers,
         body: { model, messages: [{ role: 'user', content: 'x' }] },
       });
-      assert.equal(res.status, 401);
-      assert.equal(typeof res.body.error, 'string');
+      expect(res.status).toBe(401);
+      expect(typeof res.body.error).toBe('string');
     }
-    assert.equal((await http('GET', `${api.url}/api/tags`)).status, 401);
+    expect((await http('GET', `${api.url}/api/tags`)).status).toBe(401);
     // An Ollama route Switchyard does not serve.
     const unknown = await http('POST', `${api.url}/api/embed`);
-    assert.equal(unknown.status, 404);
-    assert.equal(typeof unknown.body.error, 'string');
-    assert.equal(await taskCount(tenant.org.id), before);
+    expect(unknown.status).toBe(404);
+    expect(typeof unknown.body.error).toBe('string');
+    expect(await taskCount(tenant.org.id)).toBe(before);
   });
 
   it('no device online: 503 in Ollama shape', async () => {
     const lonely = uniq('lonely');
     const t = await createTenant([lonely]);
     const res = await chat({ model: lonely, messages: [{ role: 'user', content: 'x' }] }, t.key);
-    assert.equal(res.status, 503);
-    assert.equal(typeof res.body.error, 'string');
+    expect(res.status).toBe(503);
+    expect(typeof res.body.error).toBe('string');
   });
 
   it('a client that disconnects mid-stream cancels the device, as on the OpenAI route', async () => {
@@ -212,13 +215,13 @@ describe('Ollama-compatible API', () => {
     const reader = res.body!.getReader();
     const { value } = await reader.read();
     const first = JSON.parse(new TextDecoder().decode(value).split('\n')[0]);
-    assert.equal(first.done, false);
+    expect(first.done).toBe(false);
     controller.abort();
     await recordsWritten();
     const task = await db().task.findFirstOrThrow({ where: { orgId: tenant.org.id, modelId: slowModel } });
     const ended = await waitTerminal(task.address);
-    assert.equal(ended.status, 'cancelled');
-    assert.equal(ended.api, 'ollama');
+    expect(ended.status).toBe('cancelled');
+    expect(ended.api).toBe('ollama');
     await procs[1].waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
   });
 });

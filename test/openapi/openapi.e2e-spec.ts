@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
@@ -7,6 +6,7 @@ import type { Tenant } from '../support/stack';
 import { adminAuth, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
 import { MESSAGES, Relay } from '../relay-api/helpers';
 import { validateOpenApiDocument } from './validate-document';
+import { expectStatus } from '../support/expect-status';
 
 /** What a check saw: every documented route that real answers were checked against, by status. */
 const checked = new Map<string, Set<number>>();
@@ -27,17 +27,25 @@ describe('OpenAPI document', () => {
   /** Validates a real answer against the document's schema for (method, path template, status). */
   function conforms(method: string, template: string, res: { status: number; body: unknown; text: string }) {
     const operation = doc.paths[template]?.[method.toLowerCase()];
-    assert.ok(operation, `${method} ${template} is not in the document`);
+    expect({ ok: Boolean(operation), message: `${method} ${template} is not in the document` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const response = operation.responses[String(res.status)];
-    assert.ok(response, `${method} ${template} answered ${res.status}, which the document does not list: ${res.text}`);
+    expect({
+      ok: Boolean(response),
+      message: `${method} ${template} answered ${res.status}, which the document does not list: ${res.text}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const schema = response.content?.['application/json']?.schema;
-    assert.ok(schema?.$ref, `${method} ${template} ${res.status} has no JSON schema in the document`);
+    expect({
+      ok: Boolean(schema?.$ref),
+      message: `${method} ${template} ${res.status} has no JSON schema in the document`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const validate = ajv.getSchema(`openapi.json${schema.$ref}`) ?? ajv.compile({ $ref: `openapi.json${schema.$ref}` });
     const ok = validate(res.body);
-    assert.ok(
-      ok,
-      `${method} ${template} ${res.status} does not match ${schema.$ref}: ${ajv.errorsText(validate.errors)}\n${res.text}`,
-    );
+    expect({
+      ok: Boolean(ok),
+      message: `${method} ${template} ${res.status} does not match ${schema.$ref}: ${ajv.errorsText(validate.errors)}\n${res.text}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const seen = checked.get(`${method} ${template}`) ?? new Set<number>();
     seen.add(res.status);
     checked.set(`${method} ${template}`, seen);
@@ -64,7 +72,7 @@ describe('OpenAPI document', () => {
     const device = await createDevice();
     await relay.device(device.token, { models: [model], tokens: 5 });
     const res = await http('GET', `${relay.api.url}/openapi.json`);
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     doc = res.body;
     ajv = new Ajv2020({ strict: false, allErrors: true });
     addFormats(ajv);
@@ -74,9 +82,9 @@ describe('OpenAPI document', () => {
   afterAll(() => relay.stop());
 
   test('GET /openapi.json needs no credentials and is a valid OpenAPI 3.1 document', async () => {
-    assert.equal(doc.openapi, '3.1.0');
+    expect(doc.openapi).toBe('3.1.0');
     const result = await validateOpenApiDocument(doc);
-    assert.ok(result.valid, JSON.stringify(result.errors, null, 2));
+    expect({ ok: result.valid, errors: result.errors }).toEqual(expect.objectContaining({ ok: true }));
     // Request schemas come from the validating zod schemas: a field the chat DTO knows is there.
     const chat = doc.paths['/v1/chat/completions'].post.requestBody.content['application/json'].schema;
     expect(Object.keys(chat.properties)).toEqual(expect.arrayContaining(['model', 'messages', 'temperature', 'tools']));
@@ -100,7 +108,7 @@ describe('OpenAPI document', () => {
       model,
       messages: MESSAGES,
     });
-    assert.equal(completion.status, 200, completion.text);
+    expectStatus(completion, 200);
     taskAddress = completion.body.task_address;
     await asTenant('POST', '/v1/chat/completions', '/v1/chat/completions', { model, messages: [] });
     await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/${completion.body.task_address}`);
@@ -108,17 +116,17 @@ describe('OpenAPI document', () => {
     await asTenant('GET', '/v1/usage', '/v1/usage?group_by=model,key,day,hour,mode,status');
     await asTenant('GET', '/v1/usage', '/v1/usage?group_by=region');
     const ollama = await asTenant('POST', '/api/chat', '/api/chat', { model, messages: MESSAGES });
-    assert.equal(ollama.status, 200, ollama.text);
+    expectStatus(ollama, 200);
     await asTenant('POST', '/api/chat', '/api/chat', { model, messages: 'hello' });
     await asTenant('GET', '/api/tags', '/api/tags');
     const show = await asTenant('POST', '/api/show', '/api/show', { model });
-    assert.equal(show.status, 200, show.text);
+    expectStatus(show, 200);
     await asTenant('POST', '/api/show', '/api/show', { model: 'no-such-model' });
     await asTenant('POST', '/api/show', '/api/show', {});
     const ps = await asTenant('GET', '/api/ps', '/api/ps');
     expect(ps.body.models.map((m: { name: string }) => m.name)).toEqual([model]);
     const alias = await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: MESSAGES });
-    assert.equal(alias.status, 200, alias.text);
+    expectStatus(alias, 200);
     await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: 'hello' });
     // The vLLM path serves direct mode only: this tenant has no device of its own, so only its refusals.
     await asTenant('POST', '/v2/vllm/v1/chat/completions', '/v2/vllm/v1/chat/completions', { model, messages: [] });
@@ -143,7 +151,7 @@ describe('OpenAPI document', () => {
     const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {
       grace: '1h',
     });
-    assert.equal(rotated.status, 201, rotated.text);
+    expectStatus(rotated, 201);
     await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`);
     await asAdmin('GET', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`);
     await asAdmin('DELETE', '/admin/keys/{id}', `/admin/keys/${rotated.body.id}`);
@@ -163,9 +171,8 @@ describe('OpenAPI document', () => {
     await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${device.body.id}`);
     await asAdmin('GET', '/admin/devices/{id}', `/admin/devices/${randomUUID()}`);
     const queues = await asAdmin('GET', '/admin/queues', '/admin/queues');
-    assert.ok(
-      queues.body.data.some((q: { model: string }) => q.model === model),
-      queues.text,
+    expect({ ok: queues.body.data.some((q: { model: string }) => q.model === model), body: queues.text }).toEqual(
+      expect.objectContaining({ ok: true }),
     );
     await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: [model] });
     await asAdmin('PATCH', '/admin/devices/{id}', `/admin/devices/${device.body.id}`, { models: null });
@@ -177,7 +184,7 @@ describe('OpenAPI document', () => {
     await asAdmin('GET', '/admin/usage', '/admin/usage?group_by=org,model');
     await asAdmin('GET', '/admin/usage', `/admin/usage?org=${uniq('nobody')}`);
     const traffic = await asAdmin('GET', '/admin/traffic', '/admin/traffic');
-    assert.ok(traffic.body.minutes.length > 0, traffic.text);
+    expect({ ok: traffic.body.minutes.length > 0, body: traffic.text }).toEqual(expect.objectContaining({ ok: true }));
     await call('GET', '/dashboard/session', '/dashboard/session');
     await call('POST', '/dashboard/session', '/dashboard/session', { body: { token: 1 } });
     await call('GET', '/dashboard/assets/{file}', '/dashboard/assets/nothing.js');

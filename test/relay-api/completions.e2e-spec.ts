@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type OpenAI from 'openai';
 import { createDevice, createTenant, db, uniq } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -16,6 +15,7 @@ import {
   finishReasons,
   streamedContent,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * POST /v1/chat/completions, the happy paths: non-streamed and streamed answers through the official
@@ -57,56 +57,59 @@ describe('chat completions: responses, streaming and length', () => {
     const { data: completion, response } = await client.chat.completions
       .create({ model, messages: [...MESSAGES] })
       .withResponse();
-    assert.equal(response.status, 200);
-    assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
-    assert.equal(response.headers.get('x-switchyard-ignored-params'), null);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type') ?? '').toMatch(/^application\/json/);
+    expect(response.headers.get('x-switchyard-ignored-params')).toBeNull();
 
-    assert.match(completion.id, COMPLETION_ID);
-    assert.equal(completion.object, 'chat.completion');
-    assert.ok(Number.isInteger(completion.created));
-    assert.ok(Math.abs(completion.created - Date.now() / 1000) < 600, `created ${completion.created}`);
-    assert.equal(completion.model, model);
-    assert.equal(completion.system_fingerprint, 'fp_switchyard');
-    assert.equal(completion.choices.length, 1);
+    expect(completion.id).toMatch(COMPLETION_ID);
+    expect(completion.object).toBe('chat.completion');
+    expect(Number.isInteger(completion.created)).toBe(true);
+    expect({
+      ok: Math.abs(completion.created - Date.now() / 1000) < 600,
+      message: `created ${completion.created}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
+    expect(completion.model).toBe(model);
+    expect(completion.system_fingerprint).toBe('fp_switchyard');
+    expect(completion.choices).toHaveLength(1);
     const [choice] = completion.choices;
-    assert.equal(choice.index, 0);
-    assert.equal(choice.finish_reason, 'stop');
-    assert.equal(choice.logprobs, null);
+    expect(choice.index).toBe(0);
+    expect(choice.finish_reason).toBe('stop');
+    expect(choice.logprobs).toBeNull();
     expect(Object.keys(choice.message).sort()).toEqual(['content', 'refusal', 'role']);
-    assert.equal(choice.message.role, 'assistant');
-    assert.equal(choice.message.refusal, null);
-    assert.equal(typeof choice.message.content, 'string');
-    assert.equal(words(choice.message.content!).length, TOKENS);
+    expect(choice.message.role).toBe('assistant');
+    expect(choice.message.refusal).toBeNull();
+    expect(typeof choice.message.content).toBe('string');
+    expect(words(choice.message.content!)).toHaveLength(TOKENS);
     expect(completion.usage).toEqual({
       prompt_tokens: PROMPT_WORDS,
       completion_tokens: TOKENS,
       total_tokens: PROMPT_WORDS + TOKENS,
     });
     const extra = completion as unknown as { mode: string; task_address: string };
-    assert.equal(extra.mode, 'network');
-    assert.match(extra.task_address, TASK_ADDRESS);
-    assert.ok(extra.task_address.startsWith('network:'));
+    expect(extra.mode).toBe('network');
+    expect(extra.task_address).toMatch(TASK_ADDRESS);
+    expect(extra.task_address.startsWith('network:')).toBe(true);
 
     const task = await completedTask(extra.task_address);
-    assert.equal(task.id, extra.task_address.slice('network:'.length));
-    assert.equal(task.orgId, tenant.org.id);
-    assert.equal(task.apiKeyId, tenant.keyId);
-    assert.equal(task.modelId, model);
-    assert.equal(task.mode, 'network');
-    assert.equal(task.deviceId, deviceId);
-    assert.equal(task.api, 'openai');
-    assert.equal(task.stream, false);
-    assert.equal(task.finishReason, 'stop');
-    assert.equal(task.errorCode, null);
-    assert.equal(task.promptTokens, PROMPT_WORDS);
-    assert.equal(task.completionTokens, TOKENS);
+    expect(task.id).toBe(extra.task_address.slice('network:'.length));
+    expect(task.orgId).toBe(tenant.org.id);
+    expect(task.apiKeyId).toBe(tenant.keyId);
+    expect(task.modelId).toBe(model);
+    expect(task.mode).toBe('network');
+    expect(task.deviceId).toBe(deviceId);
+    expect(task.api).toBe('openai');
+    expect(task.stream).toBe(false);
+    expect(task.finishReason).toBe('stop');
+    expect(task.errorCode).toBeNull();
+    expect(task.promptTokens).toBe(PROMPT_WORDS);
+    expect(task.completionTokens).toBe(TOKENS);
   });
 
   test('the same request over raw HTTP: exact top-level fields, same content, new id and task', async () => {
     const viaClient = await client.chat.completions.create({ model, messages: [...MESSAGES] });
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES });
-    assert.equal(res.status, 200, res.text);
-    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    expectStatus(res, 200);
+    expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
     expect(Object.keys(res.body).sort()).toEqual([
       'choices',
       'created',
@@ -118,14 +121,14 @@ describe('chat completions: responses, streaming and length', () => {
       'task_address',
       'usage',
     ]);
-    assert.match(res.body.id, COMPLETION_ID);
-    assert.notEqual(res.body.id, viaClient.id);
-    assert.equal(res.body.object, 'chat.completion');
-    assert.equal(res.body.model, model);
-    assert.equal(res.body.system_fingerprint, 'fp_switchyard');
-    assert.equal(res.body.mode, 'network');
-    assert.match(res.body.task_address, TASK_ADDRESS);
-    assert.notEqual(res.body.task_address, (viaClient as any).task_address);
+    expect(res.body.id).toMatch(COMPLETION_ID);
+    expect(res.body.id).not.toBe(viaClient.id);
+    expect(res.body.object).toBe('chat.completion');
+    expect(res.body.model).toBe(model);
+    expect(res.body.system_fingerprint).toBe('fp_switchyard');
+    expect(res.body.mode).toBe('network');
+    expect(res.body.task_address).toMatch(TASK_ADDRESS);
+    expect(res.body.task_address).not.toBe((viaClient as any).task_address);
     expect(res.body.choices).toEqual([
       {
         index: 0,
@@ -145,8 +148,8 @@ describe('chat completions: responses, streaming and length', () => {
       ask('Which track goes north?'),
       ask('Which track goes south?'),
     ]);
-    assert.equal(a.message.content, b.message.content);
-    assert.notEqual(a.message.content, other.message.content);
+    expect(a.message.content).toBe(b.message.content);
+    expect(a.message.content).not.toBe(other.message.content);
   });
 
   test('streamed over raw HTTP: SSE framing, role chunk, content chunks, finish chunk, [DONE]', async () => {
@@ -154,32 +157,32 @@ describe('chat completions: responses, streaming and length', () => {
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true });
     const chunks = chunksOf(sse);
     const envelope = assertChunkEnvelope(chunks, model);
-    assert.equal(envelope.mode, 'network');
-    assert.equal(chunks[0].system_fingerprint, 'fp_switchyard');
-    assert.notEqual(envelope.id, plain.id);
+    expect(envelope.mode).toBe('network');
+    expect(chunks[0].system_fingerprint).toBe('fp_switchyard');
+    expect(envelope.id).not.toBe(plain.id);
     assertChoiceFraming(chunks, 1);
     // Every content chunk carries text, with finish_reason null.
     const contentChunks = chunks.slice(1, -1);
-    assert.equal(contentChunks.length, TOKENS);
+    expect(contentChunks).toHaveLength(TOKENS);
     for (const chunk of contentChunks) {
-      assert.equal(chunk.choices.length, 1);
-      assert.equal(typeof chunk.choices[0].delta.content, 'string');
-      assert.equal(chunk.choices[0].finish_reason, null);
+      expect(chunk.choices).toHaveLength(1);
+      expect(typeof chunk.choices[0].delta.content).toBe('string');
+      expect(chunk.choices[0].finish_reason).toBeNull();
     }
     const last = chunks.at(-1);
-    assert.equal(last.choices.length, 1);
-    assert.equal(last.choices[0].finish_reason, 'stop');
-    assert.equal(last.choices[0].delta.content ?? '', '');
+    expect(last.choices).toHaveLength(1);
+    expect(last.choices[0].finish_reason).toBe('stop');
+    expect(last.choices[0].delta.content ?? '').toBe('');
     expect(streamedContent(chunks)).toEqual([plain.choices[0].message.content]);
     // Without stream_options.include_usage no chunk carries usage.
-    assert.ok(chunks.every((c) => c.usage === undefined || c.usage === null));
+    expect(chunks.every((c) => c.usage === undefined || c.usage === null)).toBe(true);
 
     const task = await completedTask(envelope.task_address);
-    assert.equal(task.stream, true);
-    assert.equal(task.api, 'openai');
-    assert.equal(task.deviceId, deviceId);
-    assert.equal(task.finishReason, 'stop');
-    assert.equal(task.completionTokens, TOKENS);
+    expect(task.stream).toBe(true);
+    expect(task.api).toBe('openai');
+    expect(task.deviceId).toBe(deviceId);
+    expect(task.finishReason).toBe('stop');
+    expect(task.completionTokens).toBe(TOKENS);
   });
 
   test('streamed through the openai client: the same content, every chunk with mode and task_address', async () => {
@@ -190,10 +193,10 @@ describe('chat completions: responses, streaming and length', () => {
       chunks.push(chunk);
     }
     const envelope = assertChunkEnvelope(chunks, model);
-    assert.match(envelope.task_address, /^network:/);
+    expect(envelope.task_address).toMatch(/^network:/);
     assertChoiceFraming(chunks, 1);
-    assert.equal(finishReasons(chunks)[0].reason, 'stop');
-    assert.equal(finishReasons(chunks)[0].at, chunks.length - 1);
+    expect(finishReasons(chunks)[0].reason).toBe('stop');
+    expect(finishReasons(chunks)[0].at).toBe(chunks.length - 1);
     expect(streamedContent(chunks)).toEqual([plain.choices[0].message.content]);
     await completedTask(envelope.task_address);
   });
@@ -216,11 +219,13 @@ describe('chat completions: responses, streaming and length', () => {
     });
     const rest = chunks.slice(0, -1);
     for (const chunk of rest) {
-      assert.ok('usage' in chunk, `chunk without a usage key: ${JSON.stringify(chunk)}`);
-      assert.equal(chunk.usage, null);
+      expect({ ok: 'usage' in chunk, message: `chunk without a usage key: ${JSON.stringify(chunk)}` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
+      expect(chunk.usage).toBeNull();
     }
     assertChoiceFraming(rest, 1);
-    assert.equal(rest.at(-1).choices[0].finish_reason, 'stop');
+    expect(rest.at(-1).choices[0].finish_reason).toBe('stop');
 
     // The same through the SDK.
     const stream = await client.chat.completions.create({
@@ -236,51 +241,51 @@ describe('chat completions: responses, streaming and length', () => {
     const sdkLast = sdkChunks.at(-1)!;
     expect(sdkLast.choices).toEqual([]);
     expect(sdkLast.usage).toEqual(usageChunk.usage);
-    assert.ok(sdkChunks.slice(0, -1).every((c) => c.usage === null));
+    expect(sdkChunks.slice(0, -1).every((c) => c.usage === null)).toBe(true);
     expect(streamedContent(sdkChunks)).toEqual(streamedContent(chunks));
   });
 
   test('max_tokens below the reply length: finish_reason length, completion_tokens = the limit', async () => {
     const full = (await client.chat.completions.create({ model, messages: [...MESSAGES] })).choices[0].message.content!;
     const cut = await client.chat.completions.create({ model, messages: [...MESSAGES], max_tokens: 5 });
-    assert.equal(cut.choices[0].finish_reason, 'length');
-    assert.equal(cut.usage?.completion_tokens, 5);
-    assert.equal(cut.usage?.total_tokens, PROMPT_WORDS + 5);
-    assert.equal(cut.choices[0].message.content, words(full).slice(0, 5).join(' '));
+    expect(cut.choices[0].finish_reason).toBe('length');
+    expect(cut.usage?.completion_tokens).toBe(5);
+    expect(cut.usage?.total_tokens).toBe(PROMPT_WORDS + 5);
+    expect(cut.choices[0].message.content).toBe(words(full).slice(0, 5).join(' '));
     const task = await completedTask((cut as any).task_address);
-    assert.equal(task.finishReason, 'length');
-    assert.equal(task.completionTokens, 5);
+    expect(task.finishReason).toBe('length');
+    expect(task.completionTokens).toBe(5);
 
     // Streamed: 5 content chunks, then finish_reason length.
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true, max_tokens: 5 });
     const chunks = chunksOf(sse);
     assertChoiceFraming(chunks, 1);
-    assert.equal(chunks.length, 1 + 5 + 1);
-    assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+    expect(chunks).toHaveLength(1 + 5 + 1);
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('length');
     expect(streamedContent(chunks)).toEqual([cut.choices[0].message.content]);
 
     // A limit the reply fits in exactly is not cut: finish_reason stop.
     const exact = await client.chat.completions.create({ model, messages: [...MESSAGES], max_tokens: TOKENS });
-    assert.equal(exact.choices[0].finish_reason, 'stop');
-    assert.equal(exact.choices[0].message.content, full);
+    expect(exact.choices[0].finish_reason).toBe('stop');
+    expect(exact.choices[0].message.content).toBe(full);
   });
 
   test('max_completion_tokens wins over max_tokens', async () => {
     const both = await relay.chat(tenant.key, { model, messages: MESSAGES, max_tokens: 7, max_completion_tokens: 3 });
-    assert.equal(both.status, 200, both.text);
-    assert.equal(both.body.choices[0].finish_reason, 'length');
-    assert.equal(both.body.usage.completion_tokens, 3);
-    assert.equal(words(both.body.choices[0].message.content).length, 3);
+    expectStatus(both, 200);
+    expect(both.body.choices[0].finish_reason).toBe('length');
+    expect(both.body.usage.completion_tokens).toBe(3);
+    expect(words(both.body.choices[0].message.content)).toHaveLength(3);
 
     // Also when max_completion_tokens is the larger one.
     const larger = await relay.chat(tenant.key, { model, messages: MESSAGES, max_tokens: 2, max_completion_tokens: 6 });
-    assert.equal(larger.status, 200, larger.text);
-    assert.equal(larger.body.choices[0].finish_reason, 'length');
-    assert.equal(larger.body.usage.completion_tokens, 6);
+    expectStatus(larger, 200);
+    expect(larger.body.choices[0].finish_reason).toBe('length');
+    expect(larger.body.usage.completion_tokens).toBe(6);
 
     const alone = await client.chat.completions.create({ model, messages: [...MESSAGES], max_completion_tokens: 4 });
-    assert.equal(alone.choices[0].finish_reason, 'length');
-    assert.equal(alone.usage?.completion_tokens, 4);
+    expect(alone.choices[0].finish_reason).toBe('length');
+    expect(alone.usage?.completion_tokens).toBe(4);
   });
 
   test('a model’s max output tokens clamps a larger max_tokens and the default', async () => {
@@ -289,18 +294,18 @@ describe('chat completions: responses, streaming and length', () => {
       messages: [...MESSAGES],
       max_tokens: 10,
     });
-    assert.equal(larger.choices[0].finish_reason, 'length');
-    assert.equal(larger.usage?.completion_tokens, CLAMP);
-    assert.equal(words(larger.choices[0].message.content!).length, CLAMP);
+    expect(larger.choices[0].finish_reason).toBe('length');
+    expect(larger.usage?.completion_tokens).toBe(CLAMP);
+    expect(words(larger.choices[0].message.content!)).toHaveLength(CLAMP);
     const task = await completedTask((larger as any).task_address);
-    assert.equal(task.deviceId, clampedDeviceId);
-    assert.equal(task.completionTokens, CLAMP);
-    assert.equal(task.finishReason, 'length');
+    expect(task.deviceId).toBe(clampedDeviceId);
+    expect(task.completionTokens).toBe(CLAMP);
+    expect(task.finishReason).toBe('length');
 
     // Without any limit the default (512) is clamped too.
     const byDefault = await client.chat.completions.create({ model: clampedModel, messages: [...MESSAGES] });
-    assert.equal(byDefault.choices[0].finish_reason, 'length');
-    assert.equal(byDefault.usage?.completion_tokens, CLAMP);
+    expect(byDefault.choices[0].finish_reason).toBe('length');
+    expect(byDefault.usage?.completion_tokens).toBe(CLAMP);
 
     // max_completion_tokens is clamped the same way; a smaller limit is kept.
     const completionLimit = await relay.chat(tenant.key, {
@@ -308,14 +313,14 @@ describe('chat completions: responses, streaming and length', () => {
       messages: MESSAGES,
       max_completion_tokens: 50,
     });
-    assert.equal(completionLimit.status, 200, completionLimit.text);
-    assert.equal(completionLimit.body.usage.completion_tokens, CLAMP);
+    expectStatus(completionLimit, 200);
+    expect(completionLimit.body.usage.completion_tokens).toBe(CLAMP);
     const smaller = await client.chat.completions.create({
       model: clampedModel,
       messages: [...MESSAGES],
       max_tokens: 2,
     });
-    assert.equal(smaller.usage?.completion_tokens, 2);
-    assert.equal(smaller.choices[0].finish_reason, 'length');
+    expect(smaller.usage?.completion_tokens).toBe(2);
+    expect(smaller.choices[0].finish_reason).toBe('length');
   });
 });

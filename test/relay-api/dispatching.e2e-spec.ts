@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   closeDb,
   createDevice,
@@ -60,7 +59,7 @@ describe('dispatching: bursts across models and devices', () => {
       const results = await Promise.all(picks.map((m, i) => chat(m, `round ${round} request ${i}`)));
       expect(results.map((r) => r.status)).toEqual(picks.map(() => 200));
       for (const res of results) {
-        assert.equal(res.body.choices[0].finish_reason, 'stop');
+        expect(res.body.choices[0].finish_reason).toBe('stop');
       }
     }
   });
@@ -73,8 +72,8 @@ describe('dispatching: bursts across models and devices', () => {
       where: { address: { in: results.map((r) => r.body.task_address) } },
       select: { deviceId: true, status: true },
     });
-    assert.equal(rows.length, 12);
-    assert.ok(rows.every((r) => r.status === 'completed'));
+    expect(rows).toHaveLength(12);
+    expect(rows.every((r) => r.status === 'completed')).toBe(true);
     const used = new Set(rows.map((r) => r.deviceId));
     expect([...used].sort()).toEqual([...spreadIds].sort());
   });

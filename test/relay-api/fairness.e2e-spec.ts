@@ -1,10 +1,10 @@
-import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { FakeDevice } from '../support/fake-device';
 import { closeDb, createDevice, createTenant, db, http, recordsWritten, uniq, waitOnline } from '../support/stack';
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { LiveStream } from '../reliability/helpers';
 import { bearer, startApi, startDispatcher } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Fair queues (issue 18): organizations with backlogs in one queue are served in proportion to their
@@ -52,7 +52,9 @@ describe('fair queues and queue status', () => {
       if (count >= n) {
         return;
       }
-      assert.ok(i < 400, `only ${count} of ${n} tasks queued`);
+      expect({ ok: i < 400, message: `only ${count} of ${n} tasks queued` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       await new Promise((r) => setTimeout(r, 25));
     }
   }
@@ -121,19 +123,19 @@ describe('fair queues and queue status', () => {
     });
     // The stream opens at once, before any device has the task, and says where it stands.
     await live.waitFor(/: queue position=3/);
-    assert.equal(live.status, 200);
+    expect(live.status).toBe(200);
     const address = live.events[0].task_address as string;
     const view = await http('GET', `${api.url}/v1/tasks/${address}`, { headers: bearer(t.key) });
-    assert.equal(view.status, 200, view.text);
+    expectStatus(view, 200);
     expect(view.body).toMatchObject({ status: 'queued', queue_position: 3 });
-    assert.ok(view.body.eta_ms === null || Number.isInteger(view.body.eta_ms));
+    expect(view.body.eta_ms === null || Number.isInteger(view.body.eta_ms)).toBe(true);
 
     device.answer(held.task_address, ['ok']);
     await live.waitFor(/: queue position=2/);
     await serveAndExpect(live, /: queue position=1/);
     await serveOne();
     const mine = await device.nextAssignment();
-    assert.equal(mine.params.messages[0].content, 'mine');
+    expect(mine.params.messages[0].content).toBe('mine');
     device.answer(mine.task_address, ['hello', ' there']);
     await live.done;
     const positions = [...live.text.matchAll(/: queue position=(\d+)/g)].map((m) => Number(m[1]));

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
 import { createDevice, createTenant, http, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
@@ -14,6 +13,7 @@ import {
   streamedContent,
   taskCount,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 const IGNORED_HEADER = 'x-switchyard-ignored-params';
 
@@ -86,7 +86,9 @@ describe('field rules', () => {
   async function refusedWithoutTask(send: () => Promise<{ status: number; body: any; text: string }>) {
     const before = await taskCount(tenant.org.id);
     const res = await send();
-    assert.equal(await taskCount(tenant.org.id), before, `a task row was written: ${res.text}`);
+    expect({ actual: await taskCount(tenant.org.id), message: `a task row was written: ${res.text}` }).toEqual(
+      expect.objectContaining({ actual: before }),
+    );
     return res;
   }
 
@@ -100,7 +102,7 @@ describe('field rules', () => {
       ] as const) {
         const res = await refusedWithoutTask(() => relay.chat(tenant.key, { model: plain, messages, mode }));
         const error = assertError(res, 400, 'unsupported_by_node', 'messages[2]');
-        assert.match(error.message, /tools/);
+        expect(error.message).toMatch(/tools/);
       }
       const direct = await refusedWithoutTask(() =>
         relay.chat(tenant.key, { model: own, messages: TOOL_CONVERSATION, mode: 'direct' }),
@@ -110,9 +112,9 @@ describe('field rules', () => {
 
     test('Ollama route: 400 in Ollama’s error shape', async () => {
       const res = await refusedWithoutTask(() => ollamaChat({ model: plain, messages: OLLAMA_TOOL_CONVERSATION }));
-      assert.equal(res.status, 400, res.text);
+      expectStatus(res, 400);
       expect(Object.keys(res.body)).toEqual(['error']);
-      assert.match(res.body.error, /No online device serving '.*' supports 'tools' \(needed by 'messages\[2\]'\)/);
+      expect(res.body.error).toMatch(/No online device serving '.*' supports 'tools' \(needed by 'messages\[2\]'\)/);
     });
   });
 
@@ -149,39 +151,39 @@ describe('field rules', () => {
         messages: MESSAGES,
         web_search_options: { search_context_size: 'low', user_location: null },
       });
-      assert.equal(search.status, 200, search.text);
-      assert.equal(search.body.choices[0].finish_reason, 'stop');
-      assert.equal((await completedTask(search.body.task_address)).deviceId, toolsDeviceId);
+      expectStatus(search, 200);
+      expect(search.body.choices[0].finish_reason).toBe('stop');
+      expect((await completedTask(search.body.task_address)).deviceId).toBe(toolsDeviceId);
 
       // After a tool result the sim answers in words.
       for (const messages of [TOOL_CONVERSATION, FUNCTION_CONVERSATION]) {
         const res = await relay.chat(tenant.key, { model: plain, messages });
-        assert.equal(res.status, 200, res.text);
-        assert.equal(res.body.choices[0].finish_reason, 'stop');
-        assert.equal((await completedTask(res.body.task_address)).deviceId, toolsDeviceId);
+        expectStatus(res, 200);
+        expect(res.body.choices[0].finish_reason).toBe('stop');
+        expect((await completedTask(res.body.task_address)).deviceId).toBe(toolsDeviceId);
       }
       const ollama = await ollamaChat({ model: plain, messages: OLLAMA_TOOL_CONVERSATION });
-      assert.equal(ollama.status, 200, ollama.text);
-      assert.equal(ollama.body.done_reason, 'stop');
-      assert.equal((await completedTask(ollama.body.task_address)).deviceId, toolsDeviceId);
+      expectStatus(ollama, 200);
+      expect(ollama.body.done_reason).toBe('stop');
+      expect((await completedTask(ollama.body.task_address)).deviceId).toBe(toolsDeviceId);
     });
   });
 
   describe('3. Ollama: temperature at the top level', () => {
     test('is accepted (not ignored), validated, and options.temperature may come with it', async () => {
       const res = await ollamaChat({ model: plain, messages: MESSAGES, temperature: 0.2 });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.headers.get(IGNORED_HEADER), null);
+      expectStatus(res, 200);
+      expect(res.headers.get(IGNORED_HEADER)).toBeNull();
       const both = await ollamaChat({
         model: plain,
         messages: MESSAGES,
         temperature: 0.2,
         options: { temperature: 1 },
       });
-      assert.equal(both.status, 200, both.text);
+      expectStatus(both, 200);
 
       const bad = await ollamaChat({ model: plain, messages: MESSAGES, temperature: 2.5 });
-      assert.equal(bad.status, 400, bad.text);
+      expectStatus(bad, 400);
       expect(bad.body).toEqual({ error: 'invalid temperature: Too big: expected number to be <=2' });
     });
   });
@@ -189,12 +191,12 @@ describe('field rules', () => {
   describe('4. the OpenGPU relay’s paths and mode name', () => {
     test('mode opengpu is network on both routes, and the answer says network', async () => {
       const openai = await relay.chat(tenant.key, { model: plain, messages: MESSAGES, mode: 'opengpu' });
-      assert.equal(openai.status, 200, openai.text);
-      assert.equal(openai.body.mode, 'network');
-      assert.match(openai.body.task_address, /^network:/);
+      expectStatus(openai, 200);
+      expect(openai.body.mode).toBe('network');
+      expect(openai.body.task_address).toMatch(/^network:/);
       const ollama = await ollamaChat({ model: plain, messages: MESSAGES, mode: 'opengpu' });
-      assert.equal(ollama.status, 200, ollama.text);
-      assert.equal(ollama.body.mode, 'network');
+      expectStatus(ollama, 200);
+      expect(ollama.body.mode).toBe('network');
       // A direct-only model is not on the network.
       const none = await relay.chat(tenant.key, { model: own, messages: MESSAGES, mode: 'opengpu' });
       assertError(none, 503, 'no_device_available', 'model');
@@ -202,44 +204,44 @@ describe('field rules', () => {
 
     test('POST /v2/ollama/api/chat is /api/chat, errors in Ollama’s shape', async () => {
       const res = await ollamaChat({ model: plain, messages: MESSAGES }, '/v2/ollama/api/chat');
-      assert.equal(res.status, 200, res.text);
-      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-      assert.equal(res.body.model, plain);
-      assert.equal(res.body.done, true);
-      assert.equal(res.body.message.role, 'assistant');
-      assert.ok(res.body.message.content.length > 0);
+      expectStatus(res, 200);
+      expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
+      expect(res.body.model).toBe(plain);
+      expect(res.body.done).toBe(true);
+      expect(res.body.message.role).toBe('assistant');
+      expect(res.body.message.content.length > 0).toBe(true);
       const row = await completedTask(res.body.task_address);
-      assert.equal(row.api, 'ollama');
+      expect(row.api).toBe('ollama');
 
       const streamed = await ollamaChat({ model: plain, messages: MESSAGES, stream: true }, '/v2/ollama/api/chat');
-      assert.equal(streamed.status, 200);
-      assert.match(streamed.headers.get('content-type') ?? '', /^application\/x-ndjson/);
+      expect(streamed.status).toBe(200);
+      expect(streamed.headers.get('content-type') ?? '').toMatch(/^application\/x-ndjson/);
       const lines = streamed.text
         .trimEnd()
         .split('\n')
         .map((l) => JSON.parse(l));
-      assert.equal(lines.at(-1).done, true);
-      assert.equal(lines.map((l) => l.message.content).join(''), res.body.message.content);
+      expect(lines.at(-1).done).toBe(true);
+      expect(lines.map((l) => l.message.content).join('')).toBe(res.body.message.content);
 
       const missing = await ollamaChat({ messages: MESSAGES }, '/v2/ollama/api/chat');
-      assert.equal(missing.status, 400);
+      expect(missing.status).toBe(400);
       expect(missing.body).toEqual({ error: 'model is required' });
       const unauthenticated = await http('POST', `${relay.api.url}/v2/ollama/api/chat`, {
         body: { model: plain, messages: MESSAGES },
       });
-      assert.equal(unauthenticated.status, 401);
+      expect(unauthenticated.status).toBe(401);
       expect(Object.keys(unauthenticated.body)).toEqual(['error']);
-      assert.equal(typeof unauthenticated.body.error, 'string');
+      expect(typeof unauthenticated.body.error).toBe('string');
     });
 
     test('POST /v2/vllm/v1/chat/completions is the OpenAI route in direct mode only', async () => {
       const url = `${relay.api.url}/v2/vllm/v1/chat/completions`;
       const res = await http('POST', url, { body: { model: own, messages: MESSAGES }, headers: bearer(tenant.key) });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.object, 'chat.completion');
-      assert.equal(res.body.mode, 'direct');
-      assert.match(res.body.task_address, /^direct:/);
-      assert.equal((await completedTask(res.body.task_address)).deviceId, ownDeviceId);
+      expectStatus(res, 200);
+      expect(res.body.object).toBe('chat.completion');
+      expect(res.body.mode).toBe('direct');
+      expect(res.body.task_address).toMatch(/^direct:/);
+      expect((await completedTask(res.body.task_address)).deviceId).toBe(ownDeviceId);
 
       const sse = await postSse(url, tenant.key, { model: own, messages: MESSAGES, stream: true, mode: 'direct' });
       expect(streamedContent(chunksOf(sse))).toEqual([res.body.choices[0].message.content]);
@@ -262,41 +264,41 @@ describe('field rules', () => {
   describe('5. include_stop_str_in_output', () => {
     test('by default the stop text is dropped (OpenAI); with the option it ends the output, streamed or not', async () => {
       const full = await relay.chat(tenant.key, { model: rich, messages: MESSAGES });
-      assert.equal(full.status, 200, full.text);
+      expectStatus(full, 200);
       const text: string = full.body.choices[0].message.content;
       const words = text.split(' ');
       // Starts inside a word, so the device cuts a token in two.
       const stop = `${words[3].slice(1)} ${words[4]}`;
       const at = text.indexOf(stop);
-      assert.ok(at > 0, text);
+      expect({ ok: at > 0, text }).toEqual(expect.objectContaining({ ok: true }));
 
       const dropped = await relay.chat(tenant.key, { model: rich, messages: MESSAGES, stop });
-      assert.equal(dropped.body.choices[0].message.content, text.slice(0, at));
-      assert.equal(dropped.body.choices[0].finish_reason, 'stop');
+      expect(dropped.body.choices[0].message.content).toBe(text.slice(0, at));
+      expect(dropped.body.choices[0].finish_reason).toBe('stop');
 
       const body = { model: rich, messages: MESSAGES, stop: [stop], include_stop_str_in_output: true };
       const kept = await relay.chat(tenant.key, body);
-      assert.equal(kept.status, 200, kept.text);
-      assert.equal(kept.body.choices[0].message.content, text.slice(0, at + stop.length));
-      assert.equal(kept.body.choices[0].finish_reason, 'stop');
-      assert.equal(kept.headers.get(IGNORED_HEADER), null);
+      expectStatus(kept, 200);
+      expect(kept.body.choices[0].message.content).toBe(text.slice(0, at + stop.length));
+      expect(kept.body.choices[0].finish_reason).toBe('stop');
+      expect(kept.headers.get(IGNORED_HEADER)).toBeNull();
 
       const sse = await postSse(relay.url, tenant.key, { ...body, stream: true });
       const chunks = chunksOf(sse);
       expect(streamedContent(chunks)).toEqual([text.slice(0, at + stop.length)]);
-      assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop');
+      expect(chunks.at(-1).choices[0].finish_reason).toBe('stop');
 
       // Without a stop string it changes nothing.
       const alone = await relay.chat(tenant.key, { model: rich, messages: MESSAGES, include_stop_str_in_output: true });
-      assert.equal(alone.body.choices[0].message.content, text);
+      expect(alone.body.choices[0].message.content).toBe(text);
     });
   });
 
   describe('6. usage with n > 1', () => {
     test('completion_tokens counts the tokens of every choice, streamed or not', async () => {
       const res = await relay.chat(tenant.key, { model: rich, messages: MESSAGES, n: 3 });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.choices.length, 3);
+      expectStatus(res, 200);
+      expect(res.body.choices).toHaveLength(3);
       expect(res.body.usage).toEqual({
         prompt_tokens: PROMPT_WORDS,
         completion_tokens: 3 * 8,
@@ -317,7 +319,7 @@ describe('field rules', () => {
         total_tokens: PROMPT_WORDS + 2 * 8,
       });
       const task = await completedTask(chunks[0].task_address);
-      assert.equal(task.completionTokens, 16);
+      expect(task.completionTokens).toBe(16);
     });
   });
 
@@ -325,19 +327,19 @@ describe('field rules', () => {
     test('a 400 from validation or routing still lists the ignored fields, on both routes', async () => {
       const invalid = await relay.chat(tenant.key, { model: plain, messages: MESSAGES, seed: 7, temperature: 3 });
       assertError(invalid, 400, 'invalid_request', 'temperature');
-      assert.equal(invalid.headers.get(IGNORED_HEADER), 'seed');
+      expect(invalid.headers.get(IGNORED_HEADER)).toBe('seed');
 
       const rejected = await relay.chat(tenant.key, { model: plain, messages: MESSAGES, user: 'u', audio: {} });
       assertError(rejected, 400, 'unsupported_parameter', 'audio');
-      assert.equal(rejected.headers.get(IGNORED_HEADER), 'user');
+      expect(rejected.headers.get(IGNORED_HEADER)).toBe('user');
 
       const unknownModel = await relay.chat(tenant.key, { model: uniq('nope'), messages: MESSAGES, store: true });
       assertError(unknownModel, 404, 'model_not_found', 'model');
-      assert.equal(unknownModel.headers.get(IGNORED_HEADER), 'store');
+      expect(unknownModel.headers.get(IGNORED_HEADER)).toBe('store');
 
       const ollama = await ollamaChat({ model: plain, messages: 'hi', keep_alive: '5m', options: { seed: 1 } });
-      assert.equal(ollama.status, 400);
-      assert.equal(ollama.headers.get(IGNORED_HEADER), 'keep_alive,options.seed');
+      expect(ollama.status).toBe(400);
+      expect(ollama.headers.get(IGNORED_HEADER)).toBe('keep_alive,options.seed');
     });
   });
 
@@ -362,7 +364,7 @@ describe('field rules', () => {
         body: { model: plain },
         headers: bearer(tenant.key),
       });
-      assert.equal(raw.status, 200, raw.text);
+      expectStatus(raw, 200);
       expect(Object.keys(raw.body).sort()).toEqual([
         'capabilities',
         'details',
@@ -375,7 +377,7 @@ describe('field rules', () => {
       ]);
       // One device without features and one with tools (and web search, which Ollama has no name for).
       expect(raw.body.capabilities).toEqual(['completion', 'tools']);
-      assert.equal(raw.body.model_info['switchyard.devices_online'], 2);
+      expect(raw.body.model_info['switchyard.devices_online']).toBe(2);
       const idle = await ollamaClient().show({ model: offline });
       expect(idle.capabilities).toEqual(['completion']);
     });
@@ -383,10 +385,10 @@ describe('field rules', () => {
     test('ollama.show: unknown model 404, no model 400, no key 401, in Ollama’s shape', async () => {
       await expect(ollamaClient().show({ model: uniq('nope') })).rejects.toMatchObject({ status_code: 404 });
       const missing = await http('POST', `${relay.api.url}/api/show`, { body: {}, headers: bearer(tenant.key) });
-      assert.equal(missing.status, 400);
+      expect(missing.status).toBe(400);
       expect(missing.body).toEqual({ error: 'model is required' });
       const anonymous = await http('POST', `${relay.api.url}/api/show`, { body: { model: plain } });
-      assert.equal(anonymous.status, 401);
+      expect(anonymous.status).toBe(401);
       expect(Object.keys(anonymous.body)).toEqual(['error']);
     });
 
@@ -394,11 +396,14 @@ describe('field rules', () => {
       const { models } = await ollamaClient().ps();
       expect(models.map((m) => m.name).sort()).toEqual([own, plain, rich].sort());
       for (const m of models) {
-        assert.equal(m.model, m.name);
-        assert.equal(m.size, 0);
-        assert.equal(m.size_vram, 0);
-        assert.match(m.digest, /^[0-9a-f]{64}$/);
-        assert.ok(new Date(m.expires_at).getTime() > Date.now() - 60_000, String(m.expires_at));
+        expect(m.model).toBe(m.name);
+        expect(m.size).toBe(0);
+        expect(m.size_vram).toBe(0);
+        expect(m.digest).toMatch(/^[0-9a-f]{64}$/);
+        expect({
+          ok: new Date(m.expires_at).getTime() > Date.now() - 60_000,
+          expires_at: String(m.expires_at),
+        }).toEqual(expect.objectContaining({ ok: true }));
       }
       // Another organization sees the network's models it has enabled, not this one's own devices.
       const other = await createTenant([plain, own]);

@@ -1,8 +1,8 @@
-import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { closeDb, http, startApi, startDevice, startDispatcher, taskCount, waitTerminal } from '../support/stack';
 import type { Api, DeviceOptions, Dispatcher, Proc } from '../support/stack';
+import { expectStatus } from '../support/expect-status';
 
 /** Shared fixtures and assertions of the relay API suites (issue 3: POST /v1/chat/completions). */
 
@@ -103,26 +103,30 @@ export function assertError(
   code: string | null,
   param?: string | null,
 ) {
-  assert.equal(res.status, status, `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text}`);
-  assert.ok(res.body && typeof res.body === 'object', `not JSON: ${res.text}`);
+  expect({ status: res.status, message: `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text}` }).toEqual(
+    expect.objectContaining({ status }),
+  );
+  expect({ ok: Boolean(res.body && typeof res.body === 'object'), message: `not JSON: ${res.text}` }).toEqual(
+    expect.objectContaining({ ok: true }),
+  );
   expect(Object.keys(res.body)).toEqual(['error']);
   const error = res.body.error;
   expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
   if (code !== null) {
-    assert.equal(error.code, code, res.text);
+    expect({ code: error.code, body: res.text }).toEqual(expect.objectContaining({ code }));
   } else {
-    assert.equal(typeof error.code, 'string', res.text);
+    expect({ type: typeof error.code, body: res.text }).toEqual(expect.objectContaining({ type: 'string' }));
   }
-  assert.equal(typeof error.message, 'string');
-  assert.ok(error.message.length > 0);
+  expect(typeof error.message).toBe('string');
+  expect(error.message.length > 0).toBe(true);
   if (status >= 400 && status < 500 && status !== 401 && status !== 429) {
-    assert.equal(error.type, 'invalid_request_error', res.text);
+    expect({ type: error.type, body: res.text }).toEqual(expect.objectContaining({ type: 'invalid_request_error' }));
   }
   if (param !== undefined) {
-    assert.equal(error.param, param, res.text);
+    expect({ param: error.param, body: res.text }).toEqual(expect.objectContaining({ param }));
   }
   if (res.headers) {
-    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
   }
   return error;
 }
@@ -131,17 +135,23 @@ export function assertError(
 
 /** The chunks of a parsed SSE answer (everything but `[DONE]`), after checking the framing. */
 export function chunksOf(sse: { status: number; headers: Headers; text: string; events: any[] }): any[] {
-  assert.equal(sse.status, 200, sse.text);
-  assert.match(sse.headers.get('content-type') ?? '', /^text\/event-stream/);
+  expectStatus(sse, 200);
+  expect(sse.headers.get('content-type') ?? '').toMatch(/^text\/event-stream/);
   // Only `data: <one line>` frames, each ended by a blank line; the last is [DONE].
-  assert.match(sse.text, /^(data: [^\n]+\n\n)+$/, 'not data-only SSE framing');
-  assert.ok(sse.text.endsWith('data: [DONE]\n\n'), `does not end with [DONE]: ${sse.text.slice(-200)}`);
-  assert.equal(sse.events.at(-1), '[DONE]');
-  assert.equal(sse.events.filter((e) => e === '[DONE]').length, 1);
+  // not data-only SSE framing
+  expect(sse.text).toMatch(/^(data: [^\n]+\n\n)+$/);
+  expect({
+    ok: sse.text.endsWith('data: [DONE]\n\n'),
+    message: `does not end with [DONE]: ${sse.text.slice(-200)}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
+  expect(sse.events.at(-1)).toBe('[DONE]');
+  expect(sse.events.filter((e) => e === '[DONE]')).toHaveLength(1);
   const chunks = sse.events.slice(0, -1);
-  assert.ok(chunks.length > 0);
+  expect(chunks.length).toBeGreaterThan(0);
   for (const chunk of chunks) {
-    assert.equal(chunk.error, undefined, `error event: ${JSON.stringify(chunk)}`);
+    expect({ error: chunk.error, message: `error event: ${JSON.stringify(chunk)}` }).toEqual(
+      expect.objectContaining({ error: undefined }),
+    );
   }
   return chunks;
 }
@@ -149,20 +159,20 @@ export function chunksOf(sse: { status: number; headers: Headers; text: string; 
 /** Checks what every chunk of one stream shares, and returns the id and task address. */
 export function assertChunkEnvelope(chunks: any[], model: string): { id: string; task_address: string; mode: string } {
   const [first] = chunks;
-  assert.match(first.id, COMPLETION_ID);
-  assert.match(first.task_address, TASK_ADDRESS);
-  assert.ok(first.mode === 'direct' || first.mode === 'network');
-  assert.ok(first.task_address.startsWith(`${first.mode}:`));
+  expect(first.id).toMatch(COMPLETION_ID);
+  expect(first.task_address).toMatch(TASK_ADDRESS);
+  expect(first.mode === 'direct' || first.mode === 'network').toBe(true);
+  expect(first.task_address.startsWith(`${first.mode}:`)).toBe(true);
   for (const chunk of chunks) {
-    assert.equal(chunk.object, 'chat.completion.chunk');
-    assert.equal(chunk.id, first.id);
-    assert.equal(chunk.created, first.created);
-    assert.equal(chunk.model, model);
-    assert.equal(chunk.mode, first.mode);
-    assert.equal(chunk.task_address, first.task_address);
-    assert.ok(Array.isArray(chunk.choices));
+    expect(chunk.object).toBe('chat.completion.chunk');
+    expect(chunk.id).toBe(first.id);
+    expect(chunk.created).toBe(first.created);
+    expect(chunk.model).toBe(model);
+    expect(chunk.mode).toBe(first.mode);
+    expect(chunk.task_address).toBe(first.task_address);
+    expect(Array.isArray(chunk.choices)).toBe(true);
   }
-  assert.ok(Number.isInteger(first.created));
+  expect(Number.isInteger(first.created)).toBe(true);
   return { id: first.id, task_address: first.task_address, mode: first.mode };
 }
 
@@ -183,7 +193,9 @@ export function finishReasons(chunks: any[]): { reason: string; at: number }[] {
   chunks.forEach((chunk, at) => {
     for (const choice of chunk.choices ?? []) {
       if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
-        assert.equal(out[choice.index], undefined, `choice ${choice.index} finished twice`);
+        expect({ actual: out[choice.index], message: `choice ${choice.index} finished twice` }).toEqual(
+          expect.objectContaining({ actual: undefined }),
+        );
         out[choice.index] = { reason: choice.finish_reason, at };
       }
     }
@@ -198,19 +210,27 @@ export function finishReasons(chunks: any[]): { reason: string; at: number }[] {
  */
 export function assertChoiceFraming(chunks: any[], n: number): void {
   const finishes = finishReasons(chunks);
-  assert.equal(finishes.length, n, `finish reasons: ${JSON.stringify(finishes)}`);
+  expect({ length: finishes.length, message: `finish reasons: ${JSON.stringify(finishes)}` }).toEqual(
+    expect.objectContaining({ length: n }),
+  );
   for (let index = 0; index < n; index++) {
     const entries = chunks.flatMap((chunk, at) =>
       (chunk.choices as any[]).filter((c) => c.index === index).map((c) => ({ c, at })),
     );
-    assert.ok(entries.length >= 2, `choice ${index}: ${entries.length} chunks`);
+    expect({ ok: entries.length >= 2, message: `choice ${index}: ${entries.length} chunks` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     expect(entries[0].c.delta).toEqual({ role: 'assistant', content: '' });
-    assert.equal(entries[0].c.finish_reason, null);
+    expect(entries[0].c.finish_reason).toBeNull();
     const last = entries.at(-1)!;
-    assert.equal(last.at, finishes[index].at, `choice ${index}: something after its finish chunk`);
+    expect({ at: last.at, message: `choice ${index}: something after its finish chunk` }).toEqual(
+      expect.objectContaining({ at: finishes[index].at }),
+    );
     for (const { c } of entries.slice(1, -1)) {
-      assert.equal(c.finish_reason, null);
-      assert.equal(c.delta.role, undefined, `choice ${index}: role repeated`);
+      expect(c.finish_reason).toBeNull();
+      expect({ role: c.delta.role, message: `choice ${index}: role repeated` }).toEqual(
+        expect.objectContaining({ role: undefined }),
+      );
     }
   }
 }
@@ -218,6 +238,8 @@ export function assertChoiceFraming(chunks: any[], n: number): void {
 /** Polls until the row is terminal; asserts it completed. */
 export async function completedTask(address: string) {
   const task = await waitTerminal(address);
-  assert.equal(task.status, 'completed', `task ${address}: ${task.status} ${task.errorCode ?? ''}`);
+  expect({ status: task.status, message: `task ${address}: ${task.status} ${task.errorCode ?? ''}` }).toEqual(
+    expect.objectContaining({ status: 'completed' }),
+  );
   return task;
 }

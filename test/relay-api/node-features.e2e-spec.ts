@@ -1,8 +1,8 @@
-import assert from 'node:assert/strict';
 import { createDevice, createTenant, db, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { MESSAGES, Relay, assertError, chunksOf, completedTask, streamedContent, taskCount } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Fields that depend on the device: 400 unsupported_by_node while no online device for the model
@@ -41,17 +41,22 @@ describe('chat completions: unsupported_by_node', () => {
     const before = await taskCount(tenant.org.id);
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES, ...body });
     assertError(res, 400, 'unsupported_by_node', param);
-    assert.equal(await taskCount(tenant.org.id), before, `a task row was written for ${JSON.stringify(body)}`);
+    expect({
+      actual: await taskCount(tenant.org.id),
+      message: `a task row was written for ${JSON.stringify(body)}`,
+    }).toEqual(expect.objectContaining({ actual: before }));
   }
 
   test('a plain request is served, without usage when the device reports none', async () => {
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
-    assert.equal(typeof res.body.choices[0].message.content, 'string');
-    assert.ok(!('usage' in res.body), `usage present: ${res.text}`);
+    expectStatus(res, 200);
+    expect(res.body.choices[0].finish_reason).toBe('stop');
+    expect(typeof res.body.choices[0].message.content).toBe('string');
+    expect({ ok: !('usage' in res.body), message: `usage present: ${res.text}` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const task = await completedTask(res.body.task_address);
-    assert.equal(task.deviceId, bareDeviceId);
+    expect(task.deviceId).toBe(bareDeviceId);
 
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true });
     const chunks = chunksOf(sse);
@@ -59,7 +64,7 @@ describe('chat completions: unsupported_by_node', () => {
 
     // n: 1 needs no feature.
     const one = await relay.chat(tenant.key, { model, messages: MESSAGES, n: 1 });
-    assert.equal(one.status, 200, one.text);
+    expectStatus(one, 200);
   });
 
   test('each device-dependent field is 400 unsupported_by_node naming its param', async () => {
@@ -90,19 +95,21 @@ describe('chat completions: unsupported_by_node', () => {
       { logprobs: false },
     ]) {
       const res = await relay.chat(tenant.key, { model, messages: MESSAGES, ...body });
-      assert.equal(res.status, 200, `${JSON.stringify(body)}: ${res.text}`);
+      expect({ status: res.status, message: `${JSON.stringify(body)}: ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 200 }),
+      );
     }
   });
 
   test('streamed requests get the error as JSON, before any event', async () => {
     const before = await taskCount(tenant.org.id);
     const sse = await postSse(relay.url, tenant.key, { ...toolsRequest, stream: true });
-    assert.equal(sse.status, 400, sse.text);
-    assert.match(sse.headers.get('content-type') ?? '', /^application\/json/);
+    expectStatus(sse, 400);
+    expect(sse.headers.get('content-type') ?? '').toMatch(/^application\/json/);
     const body = JSON.parse(sse.text);
-    assert.equal(body.error.code, 'unsupported_by_node');
-    assert.equal(body.error.param, 'tools');
-    assert.equal(await taskCount(tenant.org.id), before);
+    expect(body.error.code).toBe('unsupported_by_node');
+    expect(body.error.param).toBe('tools');
+    expect(await taskCount(tenant.org.id)).toBe(before);
   });
 
   test('with a second device that supports tools, tool requests succeed and are served by it', async () => {
@@ -112,12 +119,12 @@ describe('chat completions: unsupported_by_node', () => {
     const ask = (i: number) =>
       relay.chat(tenant.key, { ...toolsRequest, messages: [{ role: 'user', content: `Weather in Bern, day ${i}?` }] });
     const check = async (res: Awaited<ReturnType<typeof ask>>) => {
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.choices[0].finish_reason, 'tool_calls');
-      assert.equal(res.body.choices[0].message.tool_calls[0].function.name, 'get_weather');
+      expectStatus(res, 200);
+      expect(res.body.choices[0].finish_reason).toBe('tool_calls');
+      expect(res.body.choices[0].message.tool_calls[0].function.name).toBe('get_weather');
       const task = await completedTask(res.body.task_address);
-      assert.equal(task.deviceId, device.id);
-      assert.equal(task.finishReason, 'tool_calls');
+      expect(task.deviceId).toBe(device.id);
+      expect(task.finishReason).toBe('tool_calls');
     };
     // One at a time, then several at once.
     for (let i = 0; i < 2; i++) {
@@ -131,12 +138,11 @@ describe('chat completions: unsupported_by_node', () => {
     await unsupportedByNode({ logprobs: true }, 'logprobs');
     await unsupportedByNode({ tools, n: 2 }, 'n');
     await recordsWritten();
-    assert.equal(
+    expect(
       await db().task.count({ where: { orgId: tenant.org.id, deviceId: bareDeviceId, finishReason: 'tool_calls' } }),
-      0,
-    );
+    ).toBe(0);
     // Plain requests are still served (by either device).
     const plain = await relay.chat(tenant.key, { model, messages: MESSAGES });
-    assert.equal(plain.status, 200, plain.text);
+    expectStatus(plain, 200);
   });
 });

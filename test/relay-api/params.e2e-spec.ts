@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type OpenAI from 'openai';
 import { createDevice, createTenant, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
@@ -16,6 +15,7 @@ import {
   streamedContent,
   taskCount,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * POST /v1/chat/completions, the fields that shape the answer: stop, n, tools (and the deprecated
@@ -52,7 +52,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     await relay.device(device.token, { models: [model], tokens: TOKENS });
     client = relay.client(tenant.key);
     baseline = (await client.chat.completions.create({ model, messages: [...MESSAGES] })).choices[0].message.content!;
-    assert.equal(baseline.split(' ').length, TOKENS);
+    expect(baseline.split(' ')).toHaveLength(TOKENS);
   });
 
   afterAll(() => relay.stop());
@@ -61,50 +61,51 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     const words = baseline.split(' ');
     const stop = ` ${words[6]} ${words[7]}`;
     const expected = baseline.slice(0, baseline.indexOf(stop));
-    assert.ok(expected.length > 0 && expected.length < baseline.length);
+    expect(expected.length).toBeGreaterThan(0);
+    expect(expected.length).toBeLessThan(baseline.length);
 
     const asString = await client.chat.completions.create({ model, messages: [...MESSAGES], stop });
-    assert.equal(asString.choices[0].message.content, expected);
-    assert.equal(asString.choices[0].finish_reason, 'stop');
-    assert.ok(!asString.choices[0].message.content.includes(stop));
+    expect(asString.choices[0].message.content).toBe(expected);
+    expect(asString.choices[0].finish_reason).toBe('stop');
+    expect(asString.choices[0].message.content).not.toContain(stop);
 
     const asList = await client.chat.completions.create({
       model,
       messages: [...MESSAGES],
       stop: ['zzz-never', stop, 'qqq-never', 'xxx-never'],
     });
-    assert.equal(asList.choices[0].message.content, expected);
-    assert.equal(asList.choices[0].finish_reason, 'stop');
+    expect(asList.choices[0].message.content).toBe(expected);
+    expect(asList.choices[0].finish_reason).toBe('stop');
 
     // The earliest of several matches wins.
     const earlier = ` ${words[3]}`;
     const earliest = await client.chat.completions.create({ model, messages: [...MESSAGES], stop: [stop, earlier] });
-    assert.equal(earliest.choices[0].message.content, baseline.slice(0, baseline.indexOf(earlier)));
+    expect(earliest.choices[0].message.content).toBe(baseline.slice(0, baseline.indexOf(earlier)));
 
     // Streamed: the same text, then finish_reason stop.
     const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true, stop: [stop] });
     const chunks = chunksOf(sse);
     assertChoiceFraming(chunks, 1);
     expect(streamedContent(chunks)).toEqual([expected]);
-    assert.equal(finishReasons(chunks)[0].reason, 'stop');
+    expect(finishReasons(chunks)[0].reason).toBe('stop');
 
     // A stop string that never appears changes nothing.
     const never = await client.chat.completions.create({ model, messages: [...MESSAGES], stop: 'zzz-never' });
-    assert.equal(never.choices[0].message.content, baseline);
+    expect(never.choices[0].message.content).toBe(baseline);
   });
 
   test('n: 2 gives two choices, non-streamed and streamed', async () => {
     const res = await client.chat.completions.create({ model, messages: [...MESSAGES], n: 2 });
-    assert.equal(res.choices.length, 2);
+    expect(res.choices).toHaveLength(2);
     expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
     for (const choice of res.choices) {
-      assert.equal(choice.finish_reason, 'stop');
-      assert.equal(choice.message.role, 'assistant');
-      assert.equal(choice.message.refusal, null);
-      assert.equal(choice.logprobs, null);
-      assert.equal(choice.message.content!.split(' ').length, TOKENS);
+      expect(choice.finish_reason).toBe('stop');
+      expect(choice.message.role).toBe('assistant');
+      expect(choice.message.refusal).toBeNull();
+      expect(choice.logprobs).toBeNull();
+      expect(choice.message.content!.split(' ')).toHaveLength(TOKENS);
     }
-    assert.notEqual(res.choices[0].message.content, res.choices[1].message.content);
+    expect(res.choices[0].message.content).not.toBe(res.choices[1].message.content);
     expect(res.usage).toEqual({
       prompt_tokens: PROMPT_WORDS,
       completion_tokens: 2 * TOKENS,
@@ -120,8 +121,8 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
 
     // n: 1 is a single choice, the same as without n.
     const one = await client.chat.completions.create({ model, messages: [...MESSAGES], n: 1 });
-    assert.equal(one.choices.length, 1);
-    assert.equal(one.choices[0].message.content, baseline);
+    expect(one.choices).toHaveLength(1);
+    expect(one.choices[0].message.content).toBe(baseline);
   });
 
   test('tools: finish_reason tool_calls with one whole call to the first tool', async () => {
@@ -131,25 +132,29 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       tools: [weatherTool, timeTool],
     });
     const [choice] = res.choices;
-    assert.equal(res.choices.length, 1);
-    assert.equal(choice.finish_reason, 'tool_calls');
-    assert.equal(choice.message.role, 'assistant');
-    assert.equal(choice.message.content, null);
-    assert.equal(choice.message.refusal, null);
+    expect(res.choices).toHaveLength(1);
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.role).toBe('assistant');
+    expect(choice.message.content).toBeNull();
+    expect(choice.message.refusal).toBeNull();
     const calls = choice.message.tool_calls!;
-    assert.equal(calls.length, 1);
+    expect(calls).toHaveLength(1);
     const [call] = calls;
-    assert.equal(call.type, 'function');
-    assert.equal(typeof call.id, 'string');
-    assert.ok(call.id.length > 0);
-    assert.ok(call.type === 'function');
-    assert.equal(call.function.name, 'get_weather');
+    expect(call.type).toBe('function');
+    expect(typeof call.id).toBe('string');
+    expect(call.id.length).toBeGreaterThan(0);
+    if (call.type !== 'function') {
+      throw new Error("expected call.type === 'function'");
+    }
+    expect(call.function.name).toBe('get_weather');
     const args = JSON.parse(call.function.arguments);
-    assert.equal(typeof args.city, 'string');
-    assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7);
-    assert.ok((res.usage?.completion_tokens ?? 0) > 0);
+    expect(typeof args.city).toBe('string');
+    expect(Number.isInteger(args.days)).toBe(true);
+    expect(args.days >= 1).toBe(true);
+    expect(args.days <= 7).toBe(true);
+    expect(res.usage?.completion_tokens ?? 0).toBeGreaterThan(0);
     const task = await completedTask((res as any).task_address);
-    assert.equal(task.finishReason, 'tool_calls');
+    expect(task.finishReason).toBe('tool_calls');
 
     // tool_choice auto is the same; parallel_tool_calls: true is accepted.
     const auto = await relay.chat(tenant.key, {
@@ -159,8 +164,8 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       tool_choice: 'auto',
       parallel_tool_calls: true,
     });
-    assert.equal(auto.status, 200, auto.text);
-    assert.equal(auto.body.choices[0].finish_reason, 'tool_calls');
+    expectStatus(auto, 200);
+    expect(auto.body.choices[0].finish_reason).toBe('tool_calls');
     expect(auto.body.choices[0].message.tool_calls).toEqual(calls);
   });
 
@@ -174,10 +179,11 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     assertChunkEnvelope(chunks, model);
     assertChoiceFraming(chunks, 1);
     const withCalls = chunks.filter((c) => c.choices.some((x: any) => x.delta?.tool_calls));
-    assert.equal(withCalls.length, 1, 'tool call split over several chunks');
+    // tool call split over several chunks
+    expect(withCalls).toHaveLength(1);
     const [delta] = withCalls[0].choices;
-    assert.equal(delta.finish_reason, null);
-    assert.equal(delta.delta.tool_calls.length, 1);
+    expect(delta.finish_reason).toBeNull();
+    expect(delta.delta.tool_calls).toHaveLength(1);
     expect(delta.delta.tool_calls[0]).toEqual({
       index: 0,
       id: expected.id,
@@ -188,8 +194,8 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       },
     });
     JSON.parse(delta.delta.tool_calls[0].function.arguments);
-    assert.equal(finishReasons(chunks)[0].reason, 'tool_calls');
-    assert.ok(finishReasons(chunks)[0].at > chunks.indexOf(withCalls[0]));
+    expect(finishReasons(chunks)[0].reason).toBe('tool_calls');
+    expect(finishReasons(chunks)[0].at).toBeGreaterThan(chunks.indexOf(withCalls[0]));
 
     // The SDK sees the same.
     const stream = await client.chat.completions.create({
@@ -207,7 +213,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       }
     }
     expect(sdkCalls).toEqual(delta.delta.tool_calls);
-    assert.equal(finish, 'tool_calls');
+    expect(finish).toBe('tool_calls');
   });
 
   test('tool_choice none answers in words; a tool result gets an answer in words', async () => {
@@ -217,10 +223,10 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       tools: [weatherTool],
       tool_choice: 'none',
     });
-    assert.equal(none.choices[0].finish_reason, 'stop');
-    assert.equal(typeof none.choices[0].message.content, 'string');
-    assert.ok(none.choices[0].message.content!.length > 0);
-    assert.equal(none.choices[0].message.tool_calls, undefined);
+    expect(none.choices[0].finish_reason).toBe('stop');
+    expect(typeof none.choices[0].message.content).toBe('string');
+    expect(none.choices[0].message.content!.length).toBeGreaterThan(0);
+    expect(none.choices[0].message.tool_calls).toBeUndefined();
 
     const afterTool = await client.chat.completions.create({
       model,
@@ -235,8 +241,8 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
         { role: 'tool', tool_call_id: 'call_1', content: 'Sunny, 24 degrees.' },
       ],
     });
-    assert.equal(afterTool.choices[0].finish_reason, 'stop');
-    assert.ok(afterTool.choices[0].message.content!.length > 0);
+    expect(afterTool.choices[0].finish_reason).toBe('stop');
+    expect(afterTool.choices[0].message.content!.length).toBeGreaterThan(0);
   });
 
   test('the deprecated functions are converted to tools', async () => {
@@ -247,33 +253,33 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
     };
     const res = await relay.chat(tenant.key, { model, messages, functions: [fn] });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const [choice] = res.body.choices;
-    assert.equal(choice.finish_reason, 'tool_calls');
-    assert.equal(choice.message.tool_calls.length, 1);
-    assert.equal(choice.message.tool_calls[0].type, 'function');
-    assert.equal(choice.message.tool_calls[0].function.name, 'lookup');
-    assert.equal(typeof JSON.parse(choice.message.tool_calls[0].function.arguments).query, 'string');
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.tool_calls).toHaveLength(1);
+    expect(choice.message.tool_calls[0].type).toBe('function');
+    expect(choice.message.tool_calls[0].function.name).toBe('lookup');
+    expect(typeof JSON.parse(choice.message.tool_calls[0].function.arguments).query).toBe('string');
 
     // The same as sending it as a tool.
     const asTool = await relay.chat(tenant.key, { model, messages, tools: [{ type: 'function', function: fn }] });
-    assert.equal(asTool.status, 200, asTool.text);
+    expectStatus(asTool, 200);
     expect(asTool.body.choices[0].message.tool_calls).toEqual(choice.message.tool_calls);
 
     // function_call auto / none map to tool_choice.
     const auto = await relay.chat(tenant.key, { model, messages, functions: [fn], function_call: 'auto' });
-    assert.equal(auto.status, 200, auto.text);
-    assert.equal(auto.body.choices[0].finish_reason, 'tool_calls');
+    expectStatus(auto, 200);
+    expect(auto.body.choices[0].finish_reason).toBe('tool_calls');
     const none = await relay.chat(tenant.key, { model, messages, functions: [fn], function_call: 'none' });
-    assert.equal(none.status, 200, none.text);
-    assert.equal(none.body.choices[0].finish_reason, 'stop');
-    assert.equal(typeof none.body.choices[0].message.content, 'string');
+    expectStatus(none, 200);
+    expect(none.body.choices[0].finish_reason).toBe('stop');
+    expect(typeof none.body.choices[0].message.content).toBe('string');
 
     // A named function_call is tool_choice with a named function: refused, and nothing is queued.
     const before = await taskCount(tenant.org.id);
     const named = await relay.chat(tenant.key, { model, messages, functions: [fn], function_call: { name: 'lookup' } });
     assertError(named, 400, 'unsupported_parameter', 'function_call');
-    assert.equal(await taskCount(tenant.org.id), before);
+    expect(await taskCount(tenant.org.id)).toBe(before);
   });
 
   test('response_format json_object returns parseable JSON, non-streamed and streamed', async () => {
@@ -282,9 +288,12 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       messages: [...MESSAGES],
       response_format: { type: 'json_object' },
     });
-    assert.equal(res.choices[0].finish_reason, 'stop');
+    expect(res.choices[0].finish_reason).toBe('stop');
     const value = JSON.parse(res.choices[0].message.content!);
-    assert.ok(value && typeof value === 'object' && !Array.isArray(value), res.choices[0].message.content!);
+    expect({
+      ok: Boolean(value && typeof value === 'object' && !Array.isArray(value)),
+      content: res.choices[0].message.content!,
+    }).toEqual(expect.objectContaining({ ok: true }));
 
     const sse = await postSse(relay.url, tenant.key, {
       model,
@@ -302,7 +311,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       messages: [...MESSAGES],
       response_format: { type: 'text' },
     });
-    assert.equal(text.choices[0].message.content, baseline);
+    expect(text.choices[0].message.content).toBe(baseline);
   });
 
   test('response_format json_schema returns JSON following the schema', async () => {
@@ -323,9 +332,11 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     });
     const value = JSON.parse(res.choices[0].message.content!);
     expect(Object.keys(value).sort()).toEqual(['delayed', 'platform', 'station']);
-    assert.equal(typeof value.station, 'string');
-    assert.ok(Number.isInteger(value.platform) && value.platform >= 1 && value.platform <= 9);
-    assert.equal(typeof value.delayed, 'boolean');
+    expect(typeof value.station).toBe('string');
+    expect(Number.isInteger(value.platform)).toBe(true);
+    expect(value.platform >= 1).toBe(true);
+    expect(value.platform <= 9).toBe(true);
+    expect(typeof value.delayed).toBe('boolean');
   });
 
   test('logprobs with top_logprobs: one entry per token with that many alternatives', async () => {
@@ -337,24 +348,26 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     });
     const [choice] = res.choices;
     const entries = choice.logprobs?.content;
-    assert.ok(Array.isArray(entries), JSON.stringify(choice.logprobs));
-    assert.equal(entries.length, res.usage?.completion_tokens);
-    assert.equal(entries.map((e) => e.token).join(''), choice.message.content);
+    if (!Array.isArray(entries)) {
+      throw new Error(JSON.stringify(choice.logprobs));
+    }
+    expect(entries.length).toBe(res.usage?.completion_tokens);
+    expect(entries.map((e) => e.token).join('')).toBe(choice.message.content);
     for (const entry of entries) {
-      assert.equal(typeof entry.token, 'string');
-      assert.ok(entry.logprob <= 0);
+      expect(typeof entry.token).toBe('string');
+      expect(entry.logprob).toBeLessThanOrEqual(0);
       expect(entry.bytes).toEqual([...Buffer.from(entry.token, 'utf8')]);
-      assert.equal(entry.top_logprobs.length, 3);
+      expect(entry.top_logprobs).toHaveLength(3);
       for (const alt of entry.top_logprobs) {
-        assert.equal(typeof alt.token, 'string');
-        assert.ok(alt.logprob <= 0);
+        expect(typeof alt.token).toBe('string');
+        expect(alt.logprob).toBeLessThanOrEqual(0);
       }
     }
 
     // Without top_logprobs: entries with no alternatives.
     const bare = await client.chat.completions.create({ model, messages: [...MESSAGES], logprobs: true });
-    assert.ok(bare.choices[0].logprobs!.content!.length > 0);
-    assert.ok(bare.choices[0].logprobs!.content!.every((e) => e.top_logprobs.length === 0));
+    expect(bare.choices[0].logprobs!.content!.length).toBeGreaterThan(0);
+    expect(bare.choices[0].logprobs!.content!.every((e) => e.top_logprobs.length === 0)).toBe(true);
 
     // top_logprobs 20 is the maximum.
     const max = await client.chat.completions.create({
@@ -363,7 +376,7 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
       logprobs: true,
       top_logprobs: 20,
     });
-    assert.ok(max.choices[0].logprobs!.content!.every((e) => e.top_logprobs.length === 20));
+    expect(max.choices[0].logprobs!.content!.every((e) => e.top_logprobs.length === 20)).toBe(true);
 
     // Streamed: each content chunk carries the logprobs of its token.
     const sse = await postSse(relay.url, tenant.key, {
@@ -376,24 +389,24 @@ describe('chat completions: stop, n, tools, response_format, logprobs', () => {
     const chunks = chunksOf(sse);
     assertChoiceFraming(chunks, 1);
     const content = chunks.filter((c) => c.choices[0]?.delta?.content);
-    assert.equal(content.length, TOKENS);
+    expect(content).toHaveLength(TOKENS);
     for (const chunk of content) {
       const [lp] = chunk.choices[0].logprobs.content;
-      assert.equal(chunk.choices[0].logprobs.content.length, 1);
-      assert.equal(lp.token, chunk.choices[0].delta.content);
-      assert.equal(lp.top_logprobs.length, 2);
+      expect(chunk.choices[0].logprobs.content).toHaveLength(1);
+      expect(lp.token).toBe(chunk.choices[0].delta.content);
+      expect(lp.top_logprobs).toHaveLength(2);
     }
   });
 
   test('logit_bias and reasoning_effort are sent on to the device', async () => {
     const bias = await relay.chat(tenant.key, { model, messages: MESSAGES, logit_bias: { '50256': -100 } });
-    assert.equal(bias.status, 200, bias.text);
-    assert.equal(bias.body.choices[0].finish_reason, 'stop');
+    expectStatus(bias, 200);
+    expect(bias.body.choices[0].finish_reason).toBe('stop');
     for (const effort of ['low', 'medium', 'high']) {
       const res = await relay.chat(tenant.key, { model, messages: MESSAGES, reasoning_effort: effort });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.choices[0].finish_reason, 'stop');
-      assert.equal(typeof res.body.choices[0].message.content, 'string');
+      expectStatus(res, 200);
+      expect(res.body.choices[0].finish_reason).toBe('stop');
+      expect(typeof res.body.choices[0].message.content).toBe('string');
     }
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
@@ -13,6 +12,7 @@ import {
   sha256,
   taskCount,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Direct, network and auto routing, isolation between organizations, no device online, the task
@@ -59,50 +59,52 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
 
   async function served(tenant: Tenant, body: Record<string, unknown>) {
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES, ...body });
-    assert.equal(res.status, 200, res.text);
-    assert.match(res.body.task_address, TASK_ADDRESS);
-    assert.ok(res.body.task_address.startsWith(`${res.body.mode}:`), res.text);
+    expectStatus(res, 200);
+    expect(res.body.task_address).toMatch(TASK_ADDRESS);
+    expect({ ok: res.body.task_address.startsWith(`${res.body.mode}:`), body: res.text }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const task = await completedTask(res.body.task_address);
-    assert.equal(task.orgId, tenant.org.id);
-    assert.equal(task.mode, res.body.mode);
+    expect(task.orgId).toBe(tenant.org.id);
+    expect(task.mode).toBe(res.body.mode);
     return { res, task };
   }
 
   test('org A: auto and direct go to its own device, network to the network device', async () => {
     for (const body of [{}, { mode: 'auto' }, { mode: 'direct' }]) {
       const { res, task } = await served(orgA, body);
-      assert.equal(res.body.mode, 'direct', JSON.stringify(body));
-      assert.match(res.body.task_address, /^direct:/);
-      assert.equal(task.deviceId, directDeviceId, JSON.stringify(body));
+      expect({ mode: res.body.mode, body }).toEqual(expect.objectContaining({ mode: 'direct' }));
+      expect(res.body.task_address).toMatch(/^direct:/);
+      expect({ deviceId: task.deviceId, body }).toEqual(expect.objectContaining({ deviceId: directDeviceId }));
     }
     const { res, task } = await served(orgA, { mode: 'network' });
-    assert.equal(res.body.mode, 'network');
-    assert.match(res.body.task_address, /^network:/);
-    assert.equal(task.deviceId, networkDeviceId);
+    expect(res.body.mode).toBe('network');
+    expect(res.body.task_address).toMatch(/^network:/);
+    expect(task.deviceId).toBe(networkDeviceId);
 
     // Streamed too: every chunk says direct.
     const sse = await postSse(relay.url, orgA.key, { model, messages: MESSAGES, stream: true, mode: 'auto' });
-    assert.equal(sse.status, 200, sse.text);
+    expectStatus(sse, 200);
     const chunks = sse.events.filter((e) => e !== '[DONE]');
-    assert.ok(chunks.length > 0);
-    assert.ok(chunks.every((c) => c.mode === 'direct' && c.task_address.startsWith('direct:')));
-    assert.equal((await completedTask(chunks[0].task_address)).deviceId, directDeviceId);
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(chunks.every((c) => c.mode === 'direct' && c.task_address.startsWith('direct:'))).toBe(true);
+    expect((await completedTask(chunks[0].task_address)).deviceId).toBe(directDeviceId);
   });
 
   test('org B: auto and network go to the network device, direct is 503 no_device_available', async () => {
     for (const body of [{}, { mode: 'auto' }, { mode: 'network' }]) {
       const { res, task } = await served(orgB, body);
-      assert.equal(res.body.mode, 'network', JSON.stringify(body));
-      assert.equal(task.deviceId, networkDeviceId);
+      expect({ mode: res.body.mode, body }).toEqual(expect.objectContaining({ mode: 'network' }));
+      expect(task.deviceId).toBe(networkDeviceId);
     }
     const before = await taskCount(orgB.org.id);
     const res = await relay.chat(orgB.key, { model, messages: MESSAGES, mode: 'direct' });
     assertError(res, 503, 'no_device_available');
     // Streamed: still an HTTP error, not an event stream.
     const sse = await postSse(relay.url, orgB.key, { model, messages: MESSAGES, mode: 'direct', stream: true });
-    assert.equal(sse.status, 503, sse.text);
-    assert.equal(JSON.parse(sse.text).error.code, 'no_device_available');
-    assert.equal(await taskCount(orgB.org.id), before);
+    expectStatus(sse, 503);
+    expect(JSON.parse(sse.text).error.code).toBe('no_device_available');
+    expect(await taskCount(orgB.org.id)).toBe(before);
   });
 
   test('org B is never served by org A’s device, even when A’s device is the idle one', async () => {
@@ -112,15 +114,15 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
       ),
     );
     for (const res of results) {
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.mode, 'network');
-      assert.equal((await completedTask(res.body.task_address)).deviceId, networkDeviceId);
+      expectStatus(res, 200);
+      expect(res.body.mode).toBe('network');
+      expect((await completedTask(res.body.task_address)).deviceId).toBe(networkDeviceId);
     }
     await recordsWritten();
-    assert.equal(await db().task.count({ where: { orgId: orgB.org.id, deviceId: directDeviceId } }), 0);
+    expect(await db().task.count({ where: { orgId: orgB.org.id, deviceId: directDeviceId } })).toBe(0);
     const byDirect = await db().task.findMany({ where: { deviceId: directDeviceId } });
-    assert.ok(byDirect.length > 0);
-    assert.ok(byDirect.every((t) => t.orgId === orgA.org.id && t.mode === 'direct'));
+    expect(byDirect.length).toBeGreaterThan(0);
+    expect(byDirect.every((t) => t.orgId === orgA.org.id && t.mode === 'direct')).toBe(true);
   });
 
   test('a model with no device online is 503 no_device_available at once, in every mode', async () => {
@@ -131,45 +133,47 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
         assertError(res, 503, 'no_device_available');
       }
       const sse = await postSse(relay.url, tenant.key, { model: offlineModel, messages: MESSAGES, stream: true });
-      assert.equal(sse.status, 503, sse.text);
-      assert.equal(await taskCount(tenant.org.id), before);
+      expectStatus(sse, 503);
+      expect(await taskCount(tenant.org.id)).toBe(before);
     }
   });
 
   test('GET /v1/tasks/{task_address} returns the record to its org only', async () => {
     const res = await relay.chat(orgA.key, { model, messages: MESSAGES });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     const address: string = res.body.task_address;
     const row = await completedTask(address);
 
     const mine = await http('GET', `${relay.api.url}/v1/tasks/${address}`, { headers: bearer(orgA.key) });
-    assert.equal(mine.status, 200, mine.text);
+    expectStatus(mine, 200);
     const view = mine.body;
-    assert.equal(view.task_address, address);
-    assert.equal(view.status, 'completed');
-    assert.equal(view.model, model);
-    assert.equal(view.mode, 'direct');
-    assert.equal(view.api, 'openai');
-    assert.equal(view.stream, false);
-    assert.equal(view.device_id, directDeviceId);
-    assert.equal(view.device_id, row.deviceId);
-    assert.equal(view.finish_reason, 'stop');
-    assert.equal(view.error_code, null);
+    expect(view.task_address).toBe(address);
+    expect(view.status).toBe('completed');
+    expect(view.model).toBe(model);
+    expect(view.mode).toBe('direct');
+    expect(view.api).toBe('openai');
+    expect(view.stream).toBe(false);
+    expect(view.device_id).toBe(directDeviceId);
+    expect(view.device_id).toBe(row.deviceId);
+    expect(view.finish_reason).toBe('stop');
+    expect(view.error_code).toBeNull();
     // The record says who counted the tokens: the device's own report, here.
     expect(view.usage).toEqual({ ...res.body.usage, source: 'device' });
-    assert.match(view.output_sha256, SHA256_HEX);
-    assert.equal(view.output_sha256, row.outputSha256);
-    assert.equal(view.output_sha256, sha256(res.body.choices[0].message.content));
+    expect(view.output_sha256).toMatch(SHA256_HEX);
+    expect(view.output_sha256).toBe(row.outputSha256);
+    expect(view.output_sha256).toBe(sha256(res.body.choices[0].message.content));
     for (const field of ['queued_at', 'assigned_at', 'first_token_at', 'finished_at']) {
-      assert.equal(typeof view[field], 'string', `${field}: ${view[field]}`);
-      assert.ok(!Number.isNaN(Date.parse(view[field])), `${field}: ${view[field]}`);
+      expect({ type: typeof view[field], message: `${field}: ${view[field]}` }).toEqual(
+        expect.objectContaining({ type: 'string' }),
+      );
+      expect({ ok: !Number.isNaN(Date.parse(view[field])), message: `${field}: ${view[field]}` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
-    assert.ok(Date.parse(view.queued_at) <= Date.parse(view.finished_at));
+    expect(Date.parse(view.queued_at)).toBeLessThanOrEqual(Date.parse(view.finished_at));
     // The database row holds no prompt or completion text.
-    assert.ok(
-      !JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)).includes(
-        res.body.choices[0].message.content,
-      ),
+    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
+      res.body.choices[0].message.content,
     );
 
     // Another org, a garbage address, and an unknown well-formed one: 404 task_not_found.
@@ -179,8 +183,8 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     const encoded = await http('GET', `${relay.api.url}/v1/tasks/${encodeURIComponent(address)}`, {
       headers: bearer(orgA.key),
     });
-    assert.equal(encoded.status, 200, encoded.text);
-    assert.equal(encoded.body.task_address, address);
+    expectStatus(encoded, 200);
+    expect(encoded.body.task_address).toBe(address);
     const garbage = await http('GET', `${relay.api.url}/v1/tasks/not-a-task`, { headers: bearer(orgA.key) });
     assertError(garbage, 404, 'task_not_found');
     const otherMode = address.replace(/^direct:/, 'network:');
@@ -198,11 +202,11 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     const streamed = await http('GET', `${relay.api.url}/v1/tasks/${first.task_address}`, {
       headers: bearer(orgB.key),
     });
-    assert.equal(streamed.status, 200, streamed.text);
-    assert.equal(streamed.body.stream, true);
-    assert.equal(streamed.body.mode, 'network');
-    assert.equal(streamed.body.device_id, networkDeviceId);
-    assert.match(streamed.body.output_sha256, SHA256_HEX);
+    expectStatus(streamed, 200);
+    expect(streamed.body.stream).toBe(true);
+    expect(streamed.body.mode).toBe('network');
+    expect(streamed.body.device_id).toBe(networkDeviceId);
+    expect(streamed.body.output_sha256).toMatch(SHA256_HEX);
   });
 
   test('two devices sharing one model queue both serve concurrent requests', async () => {
@@ -214,19 +218,19 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     const addresses = new Set<string>();
     const devices = new Set<string | null>();
     for (const res of results) {
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.mode, 'network');
-      assert.equal(res.body.choices[0].finish_reason, 'stop');
+      expectStatus(res, 200);
+      expect(res.body.mode).toBe('network');
+      expect(res.body.choices[0].finish_reason).toBe('stop');
       addresses.add(res.body.task_address);
       const task = await completedTask(res.body.task_address);
-      assert.equal(task.attempts, 1);
+      expect(task.attempts).toBe(1);
       devices.add(task.deviceId);
     }
-    assert.equal(addresses.size, 10);
+    expect(addresses.size).toBe(10);
     expect([...devices].sort()).toEqual([...sharedDeviceIds].sort());
     await recordsWritten();
     const rows = await db().task.findMany({ where: { orgId: orgA.org.id, modelId: sharedModel } });
-    assert.equal(rows.length, 10);
-    assert.ok(rows.every((t) => t.status === 'completed'));
+    expect(rows).toHaveLength(10);
+    expect(rows.every((t) => t.status === 'completed')).toBe(true);
   });
 });

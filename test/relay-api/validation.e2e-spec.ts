@@ -1,9 +1,9 @@
-import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { MESSAGES, Relay, assertError, bearer, completedTask, startApi, taskCount } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * POST /v1/chat/completions, what the api refuses, ignores or accepts before anything is queued:
@@ -25,7 +25,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     const device = await createDevice();
     await relay.device(device.token, { models: [model, foreignModel], tokens: 10 });
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     baseline = res.body.choices[0].message.content;
   });
 
@@ -36,14 +36,19 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     const before = await taskCount(tenant.org.id);
     const res = await relay.chat(tenant.key, body);
     const error = assertError(res, status, code, param);
-    assert.equal(res.headers.get('x-switchyard-ignored-params'), null);
-    assert.equal(await taskCount(tenant.org.id), before, `a task row was written for ${JSON.stringify(body)}`);
+    expect(res.headers.get('x-switchyard-ignored-params')).toBeNull();
+    expect({
+      actual: await taskCount(tenant.org.id),
+      message: `a task row was written for ${JSON.stringify(body)}`,
+    }).toEqual(expect.objectContaining({ actual: before }));
     return error;
   }
 
   const ok = async (body: Record<string, unknown>) => {
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES, ...body });
-    assert.equal(res.status, 200, `${JSON.stringify(body)}: ${res.text}`);
+    expect({ status: res.status, message: `${JSON.stringify(body)}: ${res.text}` }).toEqual(
+      expect.objectContaining({ status: 200 }),
+    );
     return res;
   };
 
@@ -58,40 +63,35 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     };
     for (const [param, value] of Object.entries(rejected)) {
       const error = await rejects({ model, messages: MESSAGES, [param]: value }, 400, 'unsupported_parameter', param);
-      assert.ok(error.message.includes(param), error.message);
+      expect({ ok: error.message.includes(param), message: error.message }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       // Streamed requests are refused the same way, as JSON before any event.
       const before = await taskCount(tenant.org.id);
       const sse = await postSse(relay.url, tenant.key, { model, messages: MESSAGES, stream: true, [param]: value });
-      assert.equal(sse.status, 400, sse.text);
-      assert.equal(JSON.parse(sse.text).error.code, 'unsupported_parameter');
-      assert.equal(JSON.parse(sse.text).error.param, param);
-      assert.equal(await taskCount(tenant.org.id), before);
+      expectStatus(sse, 400);
+      expect(JSON.parse(sse.text).error.code).toBe('unsupported_parameter');
+      expect(JSON.parse(sse.text).error.param).toBe(param);
+      expect(await taskCount(tenant.org.id)).toBe(before);
     }
   });
 
   test('the openai client surfaces a rejected field as a BadRequestError with code and param', async () => {
     const client = relay.client(tenant.key);
     const before = await taskCount(tenant.org.id);
-    await assert.rejects(
-      client.chat.completions.create({ model, messages: [...MESSAGES], modalities: ['text'] }),
-      (error: unknown) => {
-        assert.ok(error instanceof OpenAI.BadRequestError, String(error));
-        assert.equal(error.status, 400);
-        assert.equal(error.code, 'unsupported_parameter');
-        assert.equal(error.param, 'modalities');
-        return true;
-      },
-    );
-    assert.equal(await taskCount(tenant.org.id), before);
+    const refused = client.chat.completions.create({ model, messages: [...MESSAGES], modalities: ['text'] });
+    await expect(refused).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(refused).rejects.toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'modalities' });
+    expect(await taskCount(tenant.org.id)).toBe(before);
   });
 
   test('n: 1 and parallel_tool_calls: true are fine', async () => {
     const n = await ok({ n: 1 });
-    assert.equal(n.body.choices.length, 1);
-    assert.equal(n.body.choices[0].message.content, baseline);
+    expect(n.body.choices).toHaveLength(1);
+    expect(n.body.choices[0].message.content).toBe(baseline);
     const parallel = await ok({ parallel_tool_calls: true });
-    assert.equal(parallel.body.choices[0].message.content, baseline);
-    assert.equal(parallel.headers.get('x-switchyard-ignored-params'), null);
+    expect(parallel.body.choices[0].message.content).toBe(baseline);
+    expect(parallel.headers.get('x-switchyard-ignored-params')).toBeNull();
   });
 
   test('tool_choice required or a named function is 400 unsupported_parameter param tool_choice', async () => {
@@ -109,9 +109,9 @@ describe('chat completions: validation, ignored and rejected fields', () => {
       'tool_choice',
     );
     const none = await ok({ tools, tool_choice: 'none' });
-    assert.equal(none.body.choices[0].finish_reason, 'stop');
+    expect(none.body.choices[0].finish_reason).toBe('stop');
     const auto = await ok({ tools, tool_choice: 'auto' });
-    assert.equal(auto.body.choices[0].finish_reason, 'tool_calls');
+    expect(auto.body.choices[0].finish_reason).toBe('tool_calls');
   });
 
   test('ignored fields are accepted and listed, exactly, in x-switchyard-ignored-params', async () => {
@@ -130,18 +130,20 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     const before = await taskCount(tenant.org.id);
     const res = await ok(ignored);
     const header = res.headers.get('x-switchyard-ignored-params');
-    assert.ok(header, 'no x-switchyard-ignored-params header');
+    if (!header) {
+      throw new Error('no x-switchyard-ignored-params header');
+    }
     const listed = header.split(',');
     expect([...listed].sort()).toEqual(Object.keys(ignored).sort());
-    assert.equal(new Set(listed).size, listed.length);
+    expect(new Set(listed).size).toBe(listed.length);
     // They have no effect.
-    assert.equal(res.body.choices[0].message.content, baseline);
-    assert.equal(await taskCount(tenant.org.id), before + 1);
+    expect(res.body.choices[0].message.content).toBe(baseline);
+    expect(await taskCount(tenant.org.id)).toBe(before + 1);
 
     // One at a time: the header names just that one.
     for (const [field, value] of Object.entries(ignored)) {
       const one = await ok({ [field]: value });
-      assert.equal(one.headers.get('x-switchyard-ignored-params'), field);
+      expect(one.headers.get('x-switchyard-ignored-params')).toBe(field);
     }
 
     // Streamed answers carry the header too.
@@ -152,7 +154,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
       seed: 7,
       unknown_thing: 'x',
     });
-    assert.equal(sse.status, 200, sse.text);
+    expectStatus(sse, 200);
     expect(sse.headers.get('x-switchyard-ignored-params')?.split(',').sort()).toEqual(['seed', 'unknown_thing']);
 
     // And through the SDK.
@@ -164,7 +166,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
 
     // No ignored field, no header.
     const none = await ok({});
-    assert.equal(none.headers.get('x-switchyard-ignored-params'), null);
+    expect(none.headers.get('x-switchyard-ignored-params')).toBeNull();
   });
 
   test('null counts as not sent', async () => {
@@ -197,11 +199,11 @@ describe('chat completions: validation, ignored and rejected fields', () => {
       modalities: null,
       parallel_tool_calls: null,
     });
-    assert.equal(res.headers.get('x-switchyard-ignored-params'), null);
-    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-    assert.equal(res.body.choices[0].message.content, baseline);
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
-    assert.equal(res.body.mode, 'network');
+    expect(res.headers.get('x-switchyard-ignored-params')).toBeNull();
+    expect(res.headers.get('content-type') ?? '').toMatch(/^application\/json/);
+    expect(res.body.choices[0].message.content).toBe(baseline);
+    expect(res.body.choices[0].finish_reason).toBe('stop');
+    expect(res.body.mode).toBe('network');
 
     // Inside messages too: a null name or tool_calls is not sent.
     const inMessages = await ok({
@@ -211,8 +213,8 @@ describe('chat completions: validation, ignored and rejected fields', () => {
         { role: 'user', content: 'Tell me about the rail yard.', name: null },
       ],
     });
-    assert.equal(inMessages.headers.get('x-switchyard-ignored-params'), null);
-    assert.equal(inMessages.body.choices[0].finish_reason, 'stop');
+    expect(inMessages.headers.get('x-switchyard-ignored-params')).toBeNull();
+    expect(inMessages.body.choices[0].finish_reason).toBe('stop');
   });
 
   test('values out of range are 400 naming the param', async () => {
@@ -248,14 +250,14 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     await ok({ frequency_penalty: -2, presence_penalty: 2 });
     await ok({ frequency_penalty: 2, presence_penalty: -2 });
     const one = await ok({ max_tokens: 1 });
-    assert.equal(one.body.usage.completion_tokens, 1);
+    expect(one.body.usage.completion_tokens).toBe(1);
     const eight = await ok({ n: 8 });
-    assert.equal(eight.body.choices.length, 8);
+    expect(eight.body.choices).toHaveLength(8);
     await ok({ stop: ['zz1', 'zz2', 'zz3', 'zz4'] });
     await ok({ logprobs: true, top_logprobs: 0 });
     for (const mode of ['auto', 'network']) {
       const res = await ok({ mode });
-      assert.equal(res.body.mode, 'network');
+      expect(res.body.mode).toBe('network');
     }
   });
 
@@ -342,7 +344,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
         },
       ],
     });
-    assert.equal(res.body.choices[0].message.content, baseline);
+    expect(res.body.choices[0].message.content).toBe(baseline);
   });
 
   test('every message role is accepted; a tool message needs tool_call_id', async () => {
@@ -363,8 +365,8 @@ describe('chat completions: validation, ignored and rejected fields', () => {
         { role: 'function', name: 'get_weather', content: 'Sunny' },
       ],
     });
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
-    assert.equal(typeof res.body.choices[0].message.content, 'string');
+    expect(res.body.choices[0].finish_reason).toBe('stop');
+    expect(typeof res.body.choices[0].message.content).toBe('string');
 
     // developer is treated as system: the same conversation as with system gets the same reply.
     const asDeveloper = await ok({
@@ -373,7 +375,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
         { role: 'user', content: 'Tell me about the rail yard.' },
       ],
     });
-    assert.equal(asDeveloper.body.choices[0].message.content, baseline);
+    expect(asDeveloper.body.choices[0].message.content).toBe(baseline);
 
     const error = await rejects(
       {
@@ -386,7 +388,7 @@ describe('chat completions: validation, ignored and rejected fields', () => {
       400,
       null,
     );
-    assert.match(error.param ?? '', /^messages\[1\]/);
+    expect(error.param ?? '').toMatch(/^messages\[1\]/);
     await rejects({ model, messages: [{ role: 'narrator', content: 'Once upon a time' }] }, 400, null);
   });
 
@@ -397,10 +399,10 @@ describe('chat completions: validation, ignored and rejected fields', () => {
         body: { messages: MESSAGES },
         headers: bearer(tenant.key),
       });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.model, model);
-      assert.equal(res.body.choices[0].message.content, baseline);
-      assert.equal((await completedTask(res.body.task_address)).modelId, model);
+      expectStatus(res, 200);
+      expect(res.body.model).toBe(model);
+      expect(res.body.choices[0].message.content).toBe(baseline);
+      expect((await completedTask(res.body.task_address)).modelId).toBe(model);
       // The default does not open models the org does not have.
       const foreign = await http('POST', `${withDefault.api.url}/v1/chat/completions`, {
         body: { model: foreignModel, messages: MESSAGES },
@@ -419,8 +421,8 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     });
     assertError(res, 401, 'invalid_api_key');
     const streamed = await postSse(relay.url, 'sy_' + 'y'.repeat(40), { model, messages: MESSAGES, stream: true });
-    assert.equal(streamed.status, 401, streamed.text);
-    assert.equal(JSON.parse(streamed.text).error.code, 'invalid_api_key');
+    expectStatus(streamed, 401);
+    expect(JSON.parse(streamed.text).error.code).toBe('invalid_api_key');
   });
 
   test('a model not enabled for the org is 404 model_not_found, even with a device online for it', async () => {
@@ -428,9 +430,9 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     await rejects({ model: uniq('no-such-model'), messages: MESSAGES }, 404, 'model_not_found');
     // The org that has it enabled is served.
     const res = await relay.chat(other.key, { model: foreignModel, messages: MESSAGES });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.model, foreignModel);
+    expectStatus(res, 200);
+    expect(res.body.model).toBe(foreignModel);
     await recordsWritten();
-    assert.equal(await db().task.count({ where: { orgId: tenant.org.id, modelId: foreignModel } }), 0);
+    expect(await db().task.count({ where: { orgId: tenant.org.id, modelId: foreignModel } })).toBe(0);
   });
 });

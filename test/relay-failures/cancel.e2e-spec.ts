@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   closeDb,
   createDevice,
@@ -14,6 +13,7 @@ import {
 } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { waitStatus as waitStatusOf } from '../reliability/helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Client aborts: the job leaves the queue, or the device is told to stop; the task ends cancelled. */
 describe('client disconnects', () => {
@@ -58,8 +58,8 @@ describe('client disconnects', () => {
       headers: { authorization: `Bearer ${tenant.key}` },
       body: { model, max_tokens: 2, messages: [{ role: 'user', content: 'hello again' }] },
     });
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.choices[0].finish_reason, 'length');
+    expectStatus(res, 200);
+    expect(res.body.choices[0].finish_reason).toBe('length');
   }
 
   it('during prompt evaluation (non-streamed): the device is told to cancel and the task ends cancelled', async () => {
@@ -68,11 +68,12 @@ describe('client disconnects', () => {
     await waitStatus('assigned');
     controller.abort();
     // The request was aborted (fetch's DOMException comes from Node's realm, not the test's: no instanceof).
-    assert.equal(((await pending) as Error).name, 'AbortError');
+    expect(((await pending) as Error).name).toBe('AbortError');
     const task = await waitTerminal((await latestTask()).address);
-    assert.equal(task.status, 'cancelled');
-    assert.equal(task.errorCode, 'client_disconnected');
-    assert.ok(task.deviceId, 'the task had reached a device');
+    expect(task.status).toBe('cancelled');
+    expect(task.errorCode).toBe('client_disconnected');
+    // the task had reached a device
+    expect(task.deviceId).toBeTruthy();
     await device.waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
     await assertDeviceFreeAgain();
   });
@@ -80,7 +81,7 @@ describe('client disconnects', () => {
   it('mid-stream: the device stops, the task ends cancelled with what was sent hashed', async () => {
     const controller = new AbortController();
     const res = await post({ stream: true }, controller.signal);
-    assert.equal(res.status, 200);
+    expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     let text = '';
     while (!text.includes('"content":" ') && !/"content":"[A-Za-z]/.test(text)) {
@@ -89,9 +90,10 @@ describe('client disconnects', () => {
     }
     controller.abort();
     const task = await waitTerminal((await latestTask()).address);
-    assert.equal(task.status, 'cancelled');
-    assert.ok(task.firstTokenAt, 'output had reached the client');
-    assert.match(task.outputSha256 ?? '', /^[0-9a-f]{64}$/);
+    expect(task.status).toBe('cancelled');
+    // output had reached the client
+    expect(task.firstTokenAt).toBeTruthy();
+    expect(task.outputSha256 ?? '').toMatch(/^[0-9a-f]{64}$/);
     await device.waitFor(new RegExp(`"task_address":"${task.address}".*"outcome":"cancelled"`));
     await assertDeviceFreeAgain();
   });
@@ -109,13 +111,14 @@ describe('client disconnects', () => {
     controller.abort();
     await second;
     const task = await waitTerminal(queued.address);
-    assert.equal(task.status, 'cancelled');
-    assert.equal(task.deviceId, null, 'no device ever had it');
-    assert.equal(task.attempts, 0);
+    expect(task.status).toBe('cancelled');
+    // no device ever had it
+    expect(task.deviceId).toBeNull();
+    expect(task.attempts).toBe(0);
     busy.abort();
     await first;
-    assert.equal((await waitTerminal(busyTask.address)).status, 'cancelled');
+    expect((await waitTerminal(busyTask.address)).status).toBe('cancelled');
     await assertDeviceFreeAgain();
-    assert.doesNotMatch(device.output, new RegExp(queued.address));
+    expect(device.output).not.toMatch(new RegExp(queued.address));
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import {
   closeDb,
@@ -17,6 +16,7 @@ import {
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { waitStatus } from '../reliability/helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Devices that die: before the first token the job moves to another device; after it, the client is told. */
 describe('device failures', () => {
@@ -53,17 +53,17 @@ describe('device failures', () => {
     const pending = chat(tenant, model);
     // Make sure the task is on the slow device, then kill it and bring up a healthy one.
     const task = await waitStatus(tenant.org.id, 'assigned');
-    assert.equal(task.deviceId, slow.id);
+    expect(task.deviceId).toBe(slow.id);
     // The healthy device is up before the slow one dies, so the requeued job finds it at once.
     const healthy = await device(model, { tokens: 4 });
     slow.proc.child.kill('SIGKILL');
     const res = await pending;
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    expectStatus(res, 200);
+    expect(res.body.choices[0].finish_reason).toBe('stop');
     const row = await waitTerminal(res.body.task_address);
-    assert.equal(row.status, 'completed');
-    assert.equal(row.deviceId, healthy.id);
-    assert.equal(row.attempts, 2);
+    expect(row.status).toBe('completed');
+    expect(row.deviceId).toBe(healthy.id);
+    expect(row.attempts).toBe(2);
   });
 
   it('killed after the first token (streamed): an explicit error event, never [DONE] or finish_reason stop', async () => {
@@ -78,15 +78,17 @@ describe('device failures', () => {
     await waitStatus(tenant.org.id, 'streaming');
     d.proc.child.kill('SIGKILL');
     const res = await pending;
-    assert.equal(res.status, 200);
+    expect(res.status).toBe(200);
     const last = res.events.at(-1);
-    assert.equal(last.error.code, 'device_disconnected');
-    assert.ok(!res.events.includes('[DONE]'));
-    assert.ok(!res.events.some((e) => e.choices?.some((c: { finish_reason: string }) => c.finish_reason === 'stop')));
+    expect(last.error.code).toBe('device_disconnected');
+    expect(res.events).not.toContain('[DONE]');
+    expect(res.events.some((e) => e.choices?.some((c: { finish_reason: string }) => c.finish_reason === 'stop'))).toBe(
+      false,
+    );
     const row = await waitTerminal(res.events[0].task_address);
-    assert.equal(row.status, 'failed');
-    assert.equal(row.errorCode, 'device_disconnected');
-    assert.ok(row.firstTokenAt);
+    expect(row.status).toBe('failed');
+    expect(row.errorCode).toBe('device_disconnected');
+    expect(row.firstTokenAt).toBeTruthy();
   });
 
   it('killed after the first token (non-streamed): 502 device_disconnected in the OpenAI error shape', async () => {
@@ -97,18 +99,18 @@ describe('device failures', () => {
     await waitStatus(tenant.org.id, 'streaming');
     d.proc.child.kill('SIGKILL');
     const res = await pending;
-    assert.equal(res.status, 502);
-    assert.equal(res.body.error.code, 'device_disconnected');
-    assert.equal(res.body.error.type, 'server_error');
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('device_disconnected');
+    expect(res.body.error.type).toBe('server_error');
   });
 
   it('no device online for the model: 503 no_device_available at once, nothing queued', async () => {
     const model = uniq('model');
     const tenant = await createTenant([model]);
     const res = await chat(tenant, model);
-    assert.equal(res.status, 503);
-    assert.equal(res.body.error.code, 'no_device_available');
-    assert.equal(await taskCount(tenant.org.id), 0);
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('no_device_available');
+    expect(await taskCount(tenant.org.id)).toBe(0);
   });
 
   it('every device busy past QUEUE_TIMEOUT_MS: 503 queue_timeout and the task ends timed_out', async () => {
@@ -118,27 +120,26 @@ describe('device failures', () => {
     const busy = chat(tenant, model);
     await new Promise((r) => setTimeout(r, 300));
     const client = new OpenAI({ apiKey: tenant.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
-    await assert.rejects(
+    await expect(
       client.chat.completions.create({ model, messages: [{ role: 'user', content: 'waiting' }] }),
-      (err: InstanceType<typeof OpenAI.APIError>) => err.status === 503 && err.code === 'queue_timeout',
-    );
+    ).rejects.toMatchObject({ status: 503, code: 'queue_timeout' });
     await recordsWritten();
     const timedOut = await db().task.findFirstOrThrow({ where: { orgId: tenant.org.id, status: 'timed_out' } });
-    assert.equal(timedOut.errorCode, 'queue_timeout');
-    assert.equal(timedOut.deviceId, null);
-    assert.equal((await busy).status, 200);
+    expect(timedOut.errorCode).toBe('queue_timeout');
+    expect(timedOut.deviceId).toBeNull();
+    expect((await busy).status).toBe(200);
   });
 
   it('a revoked device is disconnected and refused when it reconnects', async () => {
     const model = uniq('model');
     const tenant = await createTenant([model]);
     const d = await device(model, { tokens: 2 });
-    assert.equal((await chat(tenant, model)).status, 200);
+    expect((await chat(tenant, model)).status).toBe(200);
     await db().device.update({ where: { id: d.id }, data: { revokedAt: new Date() } });
-    assert.equal(await d.proc.exited, 1);
-    assert.match(d.proc.output, /device token refused/);
+    expect(await d.proc.exited).toBe(1);
+    expect(d.proc.output).toMatch(/device token refused/);
     const res = await chat(tenant, model);
-    assert.equal(res.status, 503);
-    assert.equal(res.body.error.code, 'no_device_available');
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('no_device_available');
   });
 });

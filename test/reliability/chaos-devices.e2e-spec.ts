@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { closeDb, createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
@@ -21,6 +20,7 @@ import {
   waitOnline,
   waitTasks,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Every sim device of this suite writes replies of this many tokens, so any of them gives the same answer. */
 const TOKENS = 16;
@@ -109,36 +109,48 @@ describe('chaos: devices and clients', () => {
   /** The deterministic reply for a prompt, from a healthy device (also proves the system serves). */
   async function reference(model: string, prompt: string): Promise<string> {
     const res = await chat(model, prompt);
-    assert.equal(res.status, 200, `the system does not serve normally: ${res.text}`);
-    assert.equal(res.body.choices[0].finish_reason, 'stop');
+    expect({ status: res.status, message: `the system does not serve normally: ${res.text}` }).toEqual(
+      expect.objectContaining({ status: 200 }),
+    );
+    expect(res.body.choices[0].finish_reason).toBe('stop');
     return res.body.choices[0].message.content;
   }
 
   /** A whole streamed answer: one role chunk, the reference content once, one finish, [DONE]. */
   function assertWholeStream(live: LiveStream, expected: string): void {
-    assert.equal(live.status, 200, live.text);
+    expectStatus(live, 200);
     const events = live.events;
-    assert.equal(events.at(-1), '[DONE]', live.text.slice(-300));
-    assert.ok(!events.some((e) => e !== '[DONE]' && e.error), live.text.slice(-300));
+    expect({ actual: events.at(-1), message: live.text.slice(-300) }).toEqual(
+      expect.objectContaining({ actual: '[DONE]' }),
+    );
+    expect({ ok: !events.some((e) => e !== '[DONE]' && e.error), message: live.text.slice(-300) }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     const roles = events.filter((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.delta?.role));
-    assert.equal(roles.length, 1, 'the role chunk came once');
-    assert.equal(sseContent(events), expected, 'the content, exactly once');
+    // the role chunk came once
+    expect(roles).toHaveLength(1);
+    // the content, exactly once
+    expect(sseContent(events)).toBe(expected);
     const finishes = events.filter((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.finish_reason));
-    assert.equal(finishes.length, 1);
+    expect(finishes).toHaveLength(1);
   }
 
   /** A stream that failed after output: an error event last, no [DONE], what arrived is a prefix of the answer. */
   function assertFailedStream(live: LiveStream, expected: string, code: string): string {
-    assert.equal(live.status, 200, live.text);
+    expectStatus(live, 200);
     const events = live.events;
     const last = events.at(-1);
-    assert.equal(last?.error?.code, code, live.text.slice(-400));
-    assert.equal(last.error.type, 'server_error');
-    assert.ok(!events.includes('[DONE]'));
-    assert.ok(!events.some((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.finish_reason === 'stop')));
+    expect({ code: last?.error?.code, message: live.text.slice(-400) }).toEqual(expect.objectContaining({ code }));
+    expect(last.error.type).toBe('server_error');
+    expect(events).not.toContain('[DONE]');
+    expect(events.some((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.finish_reason === 'stop'))).toBe(false);
     const content = sseContent(events);
-    assert.ok(content.length > 0, 'output had reached the client');
-    assert.ok(expected.startsWith(content), `not a prefix of the answer:\n${content}\n${expected}`);
+    // output had reached the client
+    expect(content.length).toBeGreaterThan(0);
+    expect({
+      ok: expected.startsWith(content),
+      message: `not a prefix of the answer:\n${content}\n${expected}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     return content;
   }
 
@@ -149,17 +161,17 @@ describe('chaos: devices and clients', () => {
       const prompt = 'killed before it spoke';
       const live = new LiveStream(url(), tenant.key, chatBody(model, prompt, { stream: true }));
       const assigned = await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
-      assert.equal(assigned.deviceId, victim.id);
+      expect(assigned.deviceId).toBe(victim.id);
       victim.proc.child.kill('SIGKILL');
       const backup = await device(model, { tokensPerSecond: 40 });
       await live.done;
       const expected = await reference(model, prompt);
       assertWholeStream(live, expected);
       const row = await waitTasks({ address: assigned.address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'completed');
-      assert.equal(row[0].deviceId, backup.id);
-      assert.equal(row[0].attempts, 2);
-      assert.equal(row[0].outputSha256, sha256(expected));
+      expect(row[0].status).toBe('completed');
+      expect(row[0].deviceId).toBe(backup.id);
+      expect(row[0].attempts).toBe(2);
+      expect(row[0].outputSha256).toBe(sha256(expected));
     });
 
     it('SIGKILL after the first token (non-streamed): 502 device_disconnected, the row fails with the hash of what was relayed', async () => {
@@ -171,9 +183,9 @@ describe('chaos: devices and clients', () => {
       const res = await pending;
       assertOpenAIError(res, 502, 'device_disconnected');
       const row = await waitTasks({ address: streaming.address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'failed');
-      assert.equal(row[0].errorCode, 'device_disconnected');
-      assert.match(row[0].outputSha256 ?? '', /^[0-9a-f]{64}$/);
+      expect(row[0].status).toBe('failed');
+      expect(row[0].errorCode).toBe('device_disconnected');
+      expect(row[0].outputSha256 ?? '').toMatch(/^[0-9a-f]{64}$/);
       await device(model);
       await reference(model, 'afterwards');
     });
@@ -184,20 +196,22 @@ describe('chaos: devices and clients', () => {
       const prompt = 'frozen before it spoke';
       const pending = chat(model, prompt);
       const assigned = await waitStatus(tenant.org.id, 'assigned', 15_000, { modelId: model });
-      assert.equal(assigned.deviceId, victim.id);
+      expect(assigned.deviceId).toBe(victim.id);
       // Frozen once it has accepted (the row is claimed before the device acknowledges).
       await accepted(assigned.address);
       victim.proc.child.kill('SIGSTOP');
       const backup = await device(model, { tokensPerSecond: 40 });
       const res = await pending;
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       victim.proc.child.kill('SIGCONT');
       const expected = await reference(model, prompt);
-      assert.equal(res.body.choices[0].message.content, expected);
+      expect(res.body.choices[0].message.content).toBe(expected);
       const row = await waitTasks({ address: assigned.address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'completed');
-      assert.equal(row[0].deviceId, backup.id);
-      assert.equal(row[0].attempts, 2, `dispatcher log:\n${logOf(assigned.address)}`);
+      expect(row[0].status).toBe('completed');
+      expect(row[0].deviceId).toBe(backup.id);
+      expect({ attempts: row[0].attempts, message: `dispatcher log:\n${logOf(assigned.address)}` }).toEqual(
+        expect.objectContaining({ attempts: 2 }),
+      );
     });
 
     it('SIGSTOP after the first token (streamed): an explicit device_disconnected error, nothing after it', async () => {
@@ -216,10 +230,11 @@ describe('chaos: devices and clients', () => {
       const content = assertFailedStream(live, expected, 'device_disconnected');
       const address = live.events[0].task_address;
       const row = await waitTasks({ address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'failed');
-      assert.equal(row[0].errorCode, 'device_disconnected');
-      assert.equal(row[0].outputSha256, sha256(content), 'the row hashes exactly what the client got');
-      assert.equal(live.text, text);
+      expect(row[0].status).toBe('failed');
+      expect(row[0].errorCode).toBe('device_disconnected');
+      // the row hashes exactly what the client got
+      expect(row[0].outputSha256).toBe(sha256(content));
+      expect(live.text).toBe(text);
     });
 
     it('a device disconnecting before its first token: requeued, served whole by another', async () => {
@@ -236,8 +251,8 @@ describe('chaos: devices and clients', () => {
       const expected = await reference(model, prompt);
       assertWholeStream(live, expected);
       const row = await waitTasks({ address: assignment.task_address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'completed');
-      assert.notEqual(row[0].deviceId, id);
+      expect(row[0].status).toBe('completed');
+      expect(row[0].deviceId).not.toBe(id);
     });
 
     it('a device disconnecting after its first token: the client gets what was sent, then device_disconnected', async () => {
@@ -256,10 +271,10 @@ describe('chaos: devices and clients', () => {
       fake.close();
       await live.done;
       const content = assertFailedStream(live, 'partial answer', 'device_disconnected');
-      assert.equal(content, 'partial');
+      expect(content).toBe('partial');
       const row = await waitTasks({ address: assignment.task_address }, (r) => TERMINAL.includes(r[0]?.status));
-      assert.equal(row[0].status, 'failed');
-      assert.equal(row[0].outputSha256, sha256('partial'));
+      expect(row[0].status).toBe('failed');
+      expect(row[0].outputSha256).toBe(sha256('partial'));
     });
   });
 
@@ -299,16 +314,18 @@ describe('chaos: devices and clients', () => {
     async function assertCancelled(address: string, reachedDevice: boolean) {
       // The dispatcher ends a cancelled row in two writes (status, then error code and finished_at).
       const row = (await waitTasks({ address }, (r) => TERMINAL.includes(r[0]?.status) && r[0].finishedAt !== null))[0];
-      assert.equal(row.status, 'cancelled', `${row.status} ${row.errorCode}`);
-      assert.equal(row.errorCode, 'client_disconnected');
-      assert.ok(row.finishedAt);
+      expect({ status: row.status, message: `${row.status} ${row.errorCode}` }).toEqual(
+        expect.objectContaining({ status: 'cancelled' }),
+      );
+      expect(row.errorCode).toBe('client_disconnected');
+      expect(row.finishedAt).toBeTruthy();
       if (reachedDevice) {
-        assert.equal(row.deviceId, slow.id);
+        expect(row.deviceId).toBe(slow.id);
         await slow.proc.waitFor(new RegExp(`"task_address":"${address}".*"outcome":"cancelled"`));
       } else {
-        assert.equal(row.deviceId, null);
-        assert.equal(row.attempts, 0);
-        assert.doesNotMatch(slow.proc.output, new RegExp(address));
+        expect(row.deviceId).toBeNull();
+        expect(row.attempts).toBe(0);
+        expect(slow.proc.output).not.toMatch(new RegExp(address));
       }
       return row;
     }
@@ -326,8 +343,8 @@ describe('chaos: devices and clients', () => {
         await target.done;
         await assertCancelled(queued.address, false);
         const res = await blocker;
-        assert.equal(res.status, 200, res.text);
-        assert.equal(res.body.choices[0].finish_reason, 'stop');
+        expectStatus(res, 200);
+        expect(res.body.choices[0].finish_reason).toBe('stop');
       });
 
       it(`${kind}: abort during prompt evaluation: the device is told to stop and is free at once`, async () => {
@@ -337,10 +354,10 @@ describe('chaos: devices and clients', () => {
         target.abort();
         await target.done;
         const row = await assertCancelled(assigned.address, true);
-        assert.equal(row.firstTokenAt, null);
-        assert.equal(row.outputSha256, null);
+        expect(row.firstTokenAt).toBeNull();
+        expect(row.outputSha256).toBeNull();
         const next = await chat(model, 'right after', { max_tokens: 2 });
-        assert.equal(next.status, 200, next.text);
+        expectStatus(next, 200);
       });
 
       it(`${kind}: abort mid-answer: the task ends cancelled with the hash of what was relayed`, async () => {
@@ -359,20 +376,21 @@ describe('chaos: devices and clients', () => {
             const view = await http('GET', `${url().replace('/chat/completions', '')}/tasks/${address}`, {
               headers: bearer(tenant.key),
             });
-            assert.equal(view.body.status, 'streaming');
+            expect(view.body.status).toBe('streaming');
             return true;
           });
         }
         target.abort();
         await target.done;
         const row = await assertCancelled(address, true);
-        assert.ok(row.firstTokenAt);
-        assert.match(row.outputSha256 ?? '', /^[0-9a-f]{64}$/);
+        expect(row.firstTokenAt).toBeTruthy();
+        expect(row.outputSha256 ?? '').toMatch(/^[0-9a-f]{64}$/);
         if (target.live) {
           const expected = await reference(model, prompt);
           const content = sseContent(target.live.events);
-          assert.ok(expected.startsWith(content), 'what arrived is a prefix of the answer');
-          assert.ok(!target.live.events.includes('[DONE]'));
+          // what arrived is a prefix of the answer
+          expect(expected.startsWith(content)).toBe(true);
+          expect(target.live.events).not.toContain('[DONE]');
         }
       });
     }
@@ -381,13 +399,20 @@ describe('chaos: devices and clients', () => {
   it('no task row is left non-terminal', async () => {
     const rows = await waitAllTerminal(tenant.org.id, 20_000);
     for (const row of rows) {
-      assert.ok(row.finishedAt, `${row.address} ${row.status} without finished_at`);
+      expect({ ok: Boolean(row.finishedAt), message: `${row.address} ${row.status} without finished_at` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       if (row.status === 'completed') {
-        assert.ok(row.outputSha256 && row.finishReason, `${row.address}: completed without hash or finish`);
+        expect({
+          ok: Boolean(row.outputSha256 && row.finishReason),
+          message: `${row.address}: completed without hash or finish`,
+        }).toEqual(expect.objectContaining({ ok: true }));
       } else {
-        assert.ok(row.errorCode, `${row.address}: ${row.status} without an error code`);
+        expect({ ok: Boolean(row.errorCode), message: `${row.address}: ${row.status} without an error code` }).toEqual(
+          expect.objectContaining({ ok: true }),
+        );
       }
     }
-    assert.ok(rows.length >= 20, `${rows.length} rows`);
+    expect({ ok: rows.length >= 20, message: `${rows.length} rows` }).toEqual(expect.objectContaining({ ok: true }));
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createRedis, keys } from '@app/common';
 import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
@@ -26,6 +25,7 @@ import {
   waitTasks,
   within,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Every sim device of this suite writes replies of this many tokens. */
 const TOKENS = 12;
@@ -63,13 +63,20 @@ function logsAbout(needle: string, ...procs: { proc: Proc }[]): string {
 function assertConsistent(rows: Awaited<ReturnType<typeof waitAllTerminal>>): void {
   for (const row of rows) {
     const what = `${row.address} ${row.status} ${row.errorCode ?? ''}`;
-    assert.ok(TERMINAL.includes(row.status), what);
-    assert.ok(row.finishedAt, `${what}: no finished_at`);
+    expect({ ok: TERMINAL.includes(row.status), what }).toEqual(expect.objectContaining({ ok: true }));
+    expect({ ok: Boolean(row.finishedAt), message: `${what}: no finished_at` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     if (row.status === 'completed') {
-      assert.ok(row.outputSha256 && row.finishReason, `${what}: completed without hash or finish reason`);
-      assert.equal(row.errorCode, null, what);
+      expect({
+        ok: Boolean(row.outputSha256 && row.finishReason),
+        message: `${what}: completed without hash or finish reason`,
+      }).toEqual(expect.objectContaining({ ok: true }));
+      expect({ errorCode: row.errorCode, what }).toEqual(expect.objectContaining({ errorCode: null }));
     } else {
-      assert.ok(row.errorCode, `${what}: no error code`);
+      expect({ ok: Boolean(row.errorCode), message: `${what}: no error code` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
   }
 }
@@ -148,17 +155,24 @@ describe('chaos: Redis and Postgres', () => {
 
   /** A stream that ended: whole (the reference content, [DONE]) or with an explicit error event. */
   function assertStreamEnded(live: LiveStream, expected: string): 'whole' | 'error' {
-    assert.equal(live.status, 200, live.text);
+    expectStatus(live, 200);
     const events = live.events;
     const content = sseContent(events);
     if (events.at(-1) === '[DONE]') {
-      assert.equal(content, expected, 'a stream that ends with [DONE] carries the whole answer, once');
+      // a stream that ends with [DONE] carries the whole answer, once
+      expect(content).toBe(expected);
       return 'whole';
     }
     const last = events.at(-1);
-    assert.ok(last?.error?.code, `neither [DONE] nor an error event at the end: ${live.text.slice(-400)}`);
-    assert.equal(last.error.type, 'server_error');
-    assert.ok(expected.startsWith(content), `not a prefix of the answer:\n${content}\n${expected}`);
+    expect({
+      ok: Boolean(last?.error?.code),
+      message: `neither [DONE] nor an error event at the end: ${live.text.slice(-400)}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
+    expect(last.error.type).toBe('server_error');
+    expect({
+      ok: expected.startsWith(content),
+      message: `not a prefix of the answer:\n${content}\n${expected}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     return 'error';
   }
 
@@ -172,7 +186,9 @@ describe('chaos: Redis and Postgres', () => {
         await sleep(500);
         res = await chat(r.api, r.tenant, r.model, content);
       }
-      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+      expect({ status: res.status, message: `the system did not recover: ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 200 }),
+      );
       return res;
     }
 
@@ -240,17 +256,17 @@ describe('chaos: Redis and Postgres', () => {
         /** The client got an explicit error with this code, the row failed with it, the device serves again. */
         async endsWith(code: string, forged: RegExp) {
           await within(live.done, 15_000, `the stream ending with ${code}`);
-          assert.equal(assertStreamEnded(live, reference), 'error');
-          assert.equal(live.events.at(-1).error.code, code);
-          assert.doesNotMatch(live.text, forged);
+          expect(assertStreamEnded(live, reference)).toBe('error');
+          expect(live.events.at(-1).error.code).toBe(code);
+          expect(live.text).not.toMatch(forged);
           const [ended] = await waitTasks(
             { id: row.id },
             (rows) => rows.length === 1 && TERMINAL.includes(rows[0].status),
             15_000,
             'the task to end',
           );
-          assert.equal(ended.status, 'failed');
-          assert.equal(ended.errorCode, code);
+          expect(ended.status).toBe('failed');
+          expect(ended.errorCode).toBe(code);
           await untilServed(`after ${code}`);
         },
       };
@@ -309,7 +325,9 @@ describe('chaos: Redis and Postgres', () => {
       for (let i = 0; i < 3; i++) {
         const [res, ms] = await timed(() => chat(api, tenant, model, `during the outage ${i}`));
         assertOpenAIError(res, 503, 'service_unavailable');
-        assert.ok(ms < QUICKLY_MS, `the 503 took ${ms} ms`);
+        expect({ ok: ms < QUICKLY_MS, message: `the 503 took ${ms} ms` }).toEqual(
+          expect.objectContaining({ ok: true }),
+        );
         await sleep(500);
       }
       const [ollama, ollamaMs] = await timed(() =>
@@ -323,20 +341,26 @@ describe('chaos: Redis and Postgres', () => {
         ),
       );
       assertOllamaError(ollama, 503);
-      assert.ok(ollamaMs < QUICKLY_MS, `the Ollama 503 took ${ollamaMs} ms`);
+      expect({ ok: ollamaMs < QUICKLY_MS, message: `the Ollama 503 took ${ollamaMs} ms` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       const [ready, readyMs] = await timed(() => http('GET', `${api.url}/readyz`));
-      assert.equal(ready.status, 503, ready.text);
-      assert.match(ready.body.checks.redis, /unreachable/);
-      assert.equal(ready.body.checks.postgres, 'ok');
-      assert.ok(readyMs < QUICKLY_MS, `readyz took ${readyMs} ms`);
+      expectStatus(ready, 503);
+      expect(ready.body.checks.redis).toMatch(/unreachable/);
+      expect(ready.body.checks.postgres).toBe('ok');
+      expect({ ok: readyMs < QUICKLY_MS, message: `readyz took ${readyMs} ms` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       // Routes that need only Postgres keep working: a valid key lists its models, an unknown key is
       // refused as ever (the failed-authentication counter in Redis fails open).
       const [valid, validMs] = await timed(() =>
         jsonHttp('GET', `${api.url}/v1/models`, undefined, { headers: bearer(tenant.key) }),
       );
-      assert.equal(valid.status, 200, valid.text);
+      expectStatus(valid, 200);
       expect(valid.body.data.map((m: { id: string }) => m.id)).toContain(model);
-      assert.ok(validMs < QUICKLY_MS, `/v1/models took ${validMs} ms`);
+      expect({ ok: validMs < QUICKLY_MS, message: `/v1/models took ${validMs} ms` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       const [unknown, unknownMs] = await timed(() =>
         jsonHttp('GET', `${api.url}/v1/models`, undefined, {
           headers: bearer('sy_' + 'R'.repeat(40)),
@@ -344,7 +368,9 @@ describe('chaos: Redis and Postgres', () => {
         }),
       );
       assertOpenAIError(unknown, 401, 'invalid_api_key');
-      assert.ok(unknownMs < QUICKLY_MS, `/v1/models with an unknown key took ${unknownMs} ms`);
+      expect({ ok: unknownMs < QUICKLY_MS, message: `/v1/models with an unknown key took ${unknownMs} ms` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       // Down for longer than BullMQ's drain delay (5 s).
       await sleep(Math.max(0, 7_000 - (Date.now() - downAt)));
       await redis.start();
@@ -353,18 +379,24 @@ describe('chaos: Redis and Postgres', () => {
       const deadline = Date.now() + 30_000;
       let res = await chat(api, tenant, model, 'after the outage');
       while (res.status !== 200 && Date.now() < deadline) {
-        assert.ok([503].includes(res.status), `while recovering: ${res.status} ${res.text}`);
+        expect({ ok: [503].includes(res.status), message: `while recovering: ${res.status} ${res.text}` }).toEqual(
+          expect.objectContaining({ ok: true }),
+        );
         assertOpenAIError(res, 503);
         await sleep(500);
         res = await chat(api, tenant, model, 'after the outage');
       }
-      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+      expect({ status: res.status, message: `the system did not recover: ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 200 }),
+      );
 
       // What was in flight ended explicitly, and nothing was delivered twice.
       const queuedRes = await within(waiting, 45_000, 'the queued request');
-      assert.ok([200, 503].includes(queuedRes.status), queuedRes.text);
+      expect({ ok: [200, 503].includes(queuedRes.status), body: queuedRes.text }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       if (queuedRes.status === 200) {
-        assert.equal(queuedRes.body.choices[0].finish_reason, 'stop');
+        expect(queuedRes.body.choices[0].finish_reason).toBe('stop');
       } else {
         assertOpenAIError(queuedRes, 503);
       }
@@ -377,7 +409,7 @@ describe('chaos: Redis and Postgres', () => {
         );
       });
       const reference = await chat(api, tenant, model, prompt);
-      assert.equal(reference.status, 200, reference.text);
+      expectStatus(reference, 200);
       assertStreamEnded(live, reference.body.choices[0].message.content);
       assertConsistent(await waitAllTerminal(tenant.org.id, 30_000));
     });
@@ -387,7 +419,7 @@ describe('chaos: Redis and Postgres', () => {
     it('unreachable for a few seconds: requests fail cleanly and quickly, nothing is left inconsistent', async () => {
       const { api, tenant, model, proxy } = p;
       const before = await chat(api, tenant, model, 'before the cut');
-      assert.equal(before.status, 200, before.text);
+      expectStatus(before, 200);
       const fresh = await createTenant([model]);
 
       const prompt = 'streams through the cut';
@@ -421,7 +453,7 @@ describe('chaos: Redis and Postgres', () => {
             'a request',
           ),
         );
-        assert.ok(ms < 6_000, `answered after ${ms} ms`);
+        expect({ ok: ms < 6_000, message: `answered after ${ms} ms` }).toEqual(expect.objectContaining({ ok: true }));
         if (who === tenant) {
           if (res.status !== 200) {
             problems.push(`a cached key as ${header}: ${res.status} ${res.text}`);
@@ -433,9 +465,11 @@ describe('chaos: Redis and Postgres', () => {
         }
       }
       const [ready, readyMs] = await timed(() => http('GET', `${api.url}/readyz`));
-      assert.equal(ready.status, 503, ready.text);
-      assert.match(ready.body.checks.postgres, /unreachable/);
-      assert.ok(readyMs < QUICKLY_MS, `readyz took ${readyMs} ms`);
+      expectStatus(ready, 503);
+      expect(ready.body.checks.postgres).toMatch(/unreachable/);
+      expect({ ok: readyMs < QUICKLY_MS, message: `readyz took ${readyMs} ms` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       const admin = await within(
         jsonHttp('GET', `${api.url}/admin/orgs`, undefined, { headers: adminAuth }),
         15_000,
@@ -453,18 +487,20 @@ describe('chaos: Redis and Postgres', () => {
         await sleep(500);
         res = await chat(api, fresh, model, 'after the cut');
       }
-      assert.equal(res.status, 200, `the system did not recover: ${res.text}`);
+      expect({ status: res.status, message: `the system did not recover: ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 200 }),
+      );
 
       await within(live.done, 45_000, 'the stream in flight');
       const reference = await chat(api, tenant, model, prompt);
-      assert.equal(reference.status, 200, reference.text);
+      expectStatus(reference, 200);
       assertStreamEnded(live, reference.body.choices[0].message.content);
       for (const t of [tenant, fresh]) {
         assertConsistent(await waitAllTerminal(t.org.id, 30_000));
       }
       expect(problems).toEqual([]);
       // Nothing half-written: every org, key and task the test made is whole.
-      assert.equal(await db().task.count({ where: { orgId: fresh.org.id, status: { notIn: TERMINAL as any } } }), 0);
+      expect(await db().task.count({ where: { orgId: fresh.org.id, status: { notIn: TERMINAL as any } } })).toBe(0);
     });
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, db, http, recordsWritten, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -18,6 +17,7 @@ import {
   waitTasks,
   within,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Every sim device of this suite writes replies of this many tokens, so any of them gives the same answer. */
 const TOKENS = 20;
@@ -97,21 +97,32 @@ describe('chaos: api and dispatcher instances', () => {
     const key = `${model}\u0000${prompt}`;
     if (!references.has(key)) {
       const res = await chat(api, model, prompt);
-      assert.equal(res.status, 200, `the system does not serve normally: ${res.text}`);
-      assert.equal(res.body.choices[0].finish_reason, 'stop');
+      expect({ status: res.status, message: `the system does not serve normally: ${res.text}` }).toEqual(
+        expect.objectContaining({ status: 200 }),
+      );
+      expect(res.body.choices[0].finish_reason).toBe('stop');
       references.set(key, res.body.choices[0].message.content);
     }
     return references.get(key)!;
   }
 
   function assertWholeStream(live: LiveStream, expected: string, what: string): void {
-    assert.equal(live.status, 200, `${what}: ${live.text}`);
+    expect({ status: live.status, message: `${what}: ${live.text}` }).toEqual(expect.objectContaining({ status: 200 }));
     const events = live.events;
-    assert.equal(events.at(-1), '[DONE]', `${what}: ${live.text.slice(-300)}`);
-    assert.ok(!events.some((e) => e !== '[DONE]' && e.error), `${what}: ${live.text.slice(-300)}`);
+    expect({ actual: events.at(-1), message: `${what}: ${live.text.slice(-300)}` }).toEqual(
+      expect.objectContaining({ actual: '[DONE]' }),
+    );
+    expect({
+      ok: !events.some((e) => e !== '[DONE]' && e.error),
+      message: `${what}: ${live.text.slice(-300)}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
     const roles = events.filter((e) => e !== '[DONE]' && e.choices?.some((c: any) => c.delta?.role));
-    assert.equal(roles.length, 1, `${what}: the role chunk came once`);
-    assert.equal(sseContent(events), expected, `${what}: the content, exactly once`);
+    expect({ length: roles.length, message: `${what}: the role chunk came once` }).toEqual(
+      expect.objectContaining({ length: 1 }),
+    );
+    expect({ actual: sseContent(events), message: `${what}: the content, exactly once` }).toEqual(
+      expect.objectContaining({ actual: expected }),
+    );
   }
 
   /** A round of requests spread over both apis (and so over both dispatchers' devices), all answered whole. */
@@ -129,16 +140,20 @@ describe('chaos: api and dispatcher instances', () => {
     for (const r of requests) {
       if (r.live) {
         await within(r.live.done, 60_000, 'a streamed request');
-        assert.equal(r.live.events.at(-1), '[DONE]', r.live.text.slice(-300));
+        expect({ actual: r.live.events.at(-1), message: r.live.text.slice(-300) }).toEqual(
+          expect.objectContaining({ actual: '[DONE]' }),
+        );
         contents.push([r.prompt, sseContent(r.live.events), r.live.events[0].task_address]);
       } else {
         const res = await within(r.res, 60_000, 'a request');
-        assert.equal(res.status, 200, res.text);
+        expectStatus(res, 200);
         contents.push([r.prompt, res.body.choices[0].message.content, res.body.task_address]);
       }
     }
     for (const [prompt, content] of contents) {
-      assert.equal(content, await reference(shared, prompt), `the answer to "${prompt}"`);
+      expect({ content, message: `the answer to "${prompt}"` }).toEqual(
+        expect.objectContaining({ content: await reference(shared, prompt) }),
+      );
     }
     const rows = await waitTasks(
       { address: { in: contents.map((c) => c[2]) } },
@@ -150,12 +165,14 @@ describe('chaos: api and dispatcher instances', () => {
   it('two api and two dispatcher instances serve at once: requests spread, all complete', async () => {
     const rows = await round('before');
     const served = new Set(rows.map((r) => r.deviceId));
-    assert.ok(served.has(ids.f1) && served.has(ids.f2), 'devices of both dispatchers served');
+    // devices of both dispatchers served
+    expect(served.has(ids.f1)).toBe(true);
+    expect(served.has(ids.f2)).toBe(true);
     // A task is visible through either api.
     for (const api of [apiA, apiB]) {
       const res = await http('GET', `${api.url}/v1/tasks/${rows[0].address}`, { headers: bearer(tenant.key) });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.body.status, 'completed');
+      expectStatus(res, 200);
+      expect(res.body.status).toBe('completed');
     }
   });
 
@@ -208,17 +225,19 @@ describe('chaos: api and dispatcher instances', () => {
 
     // Queued and busy tasks: whole answers.
     const busyRes = await within(busy, RECOVERY_MS, 'the busy task');
-    assert.equal(busyRes.status, 200, busyRes.text);
+    expectStatus(busyRes, 200);
     const waitingRes = await within(waiting[0], RECOVERY_MS, 'a queued task');
-    assert.equal(waitingRes.status, 200, waitingRes.text);
+    expectStatus(waitingRes, 200);
     await within(waiting[1].done, RECOVERY_MS, 'a queued stream');
 
     // The streaming task cannot start over: an explicit error after what was sent, no [DONE].
     await within(streaming.done, RECOVERY_MS, 'the streaming task');
     const last = streaming.events.at(-1);
-    assert.equal(last?.error?.code, 'dispatcher_lost', streaming.text.slice(-400));
-    assert.equal(last.error.type, 'server_error');
-    assert.ok(!streaming.events.includes('[DONE]'));
+    expect({ code: last?.error?.code, message: streaming.text.slice(-400) }).toEqual(
+      expect.objectContaining({ code: 'dispatcher_lost' }),
+    );
+    expect(last.error.type).toBe('server_error');
+    expect(streaming.events).not.toContain('[DONE]');
     const partial = sseContent(streaming.events);
 
     // The assigned task (no output yet) comes back from the stalled check and is served whole.
@@ -242,24 +261,31 @@ describe('chaos: api and dispatcher instances', () => {
       reference(assigned, 'thinks when it dies'),
       reference(streamed, 'streams when it dies'),
     ]);
-    assert.equal(busyRes.body.choices[0].message.content, r0);
-    assert.equal(waitingRes.body.choices[0].message.content, r1);
+    expect(busyRes.body.choices[0].message.content).toBe(r0);
+    expect(waitingRes.body.choices[0].message.content).toBe(r1);
     assertWholeStream(waiting[1], r2, 'the queued stream');
     assertWholeStream(evaluating, r3, 'the assigned stream');
     const expected = r4;
-    assert.ok(partial.length > 0 && expected.startsWith(partial), `not a prefix:\n${partial}\n${expected}`);
+    expect({
+      ok: partial.length > 0 && expected.startsWith(partial),
+      message: `not a prefix:\n${partial}\n${expected}`,
+    }).toEqual(expect.objectContaining({ ok: true }));
 
     const rows = await waitAllTerminal(tenant.org.id, 30_000);
     const byAddress = new Map(rows.map((r) => [r.address, r]));
     const failed = byAddress.get(streaming.events[0].task_address)!;
-    assert.equal(failed.status, 'failed');
-    assert.equal(failed.errorCode, 'dispatcher_lost');
+    expect(failed.status).toBe('failed');
+    expect(failed.errorCode).toBe('dispatcher_lost');
     const moved = byAddress.get(evaluating.events[0].task_address)!;
-    assert.equal(moved.status, 'completed');
-    assert.ok(moved.attempts >= 2, `attempts ${moved.attempts}`);
-    assert.equal(moved.outputSha256, sha256(sseContent(evaluating.events)));
+    expect(moved.status).toBe('completed');
+    expect({ ok: moved.attempts >= 2, message: `attempts ${moved.attempts}` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
+    expect(moved.outputSha256).toBe(sha256(sseContent(evaluating.events)));
     for (const row of rows) {
-      assert.ok(row.finishedAt, `${row.address}: ${row.status} without finished_at`);
+      expect({ ok: Boolean(row.finishedAt), message: `${row.address}: ${row.status} without finished_at` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
     }
   }, 150_000);
 
@@ -268,7 +294,9 @@ describe('chaos: api and dispatcher instances', () => {
     await waitOnline([shared], tokens.f1);
     const rows = await round('after');
     const served = new Set(rows.map((r) => r.deviceId));
-    assert.ok(served.has(ids.f1) && served.has(ids.f2), 'devices of both dispatchers served');
+    // devices of both dispatchers served
+    expect(served.has(ids.f1)).toBe(true);
+    expect(served.has(ids.f2)).toBe(true);
     await waitAllTerminal(tenant.org.id, 10_000);
   });
 });

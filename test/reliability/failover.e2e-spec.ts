@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, http, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -15,6 +14,7 @@ import {
   waitTasks,
   within,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Failover between instances (issue 17), with real processes: devices that know both dispatchers,
@@ -86,9 +86,12 @@ describe('failover: dispatcher and api instances', () => {
     await within(streaming.done, HANG_MS, 'the stream on the dead dispatcher');
     report('dispatcher SIGKILL → streaming client told', performance.now() - killedAt);
     const last = streaming.events.at(-1);
-    assert.equal(last?.error?.code, 'dispatcher_lost', streaming.text.slice(-400));
-    assert.ok(!streaming.events.includes('[DONE]'));
-    assert.ok(sseContent(streaming.events).length > 0, 'what was sent before the kill stays with the client');
+    expect({ code: last?.error?.code, message: streaming.text.slice(-400) }).toEqual(
+      expect.objectContaining({ code: 'dispatcher_lost' }),
+    );
+    expect(streaming.events).not.toContain('[DONE]');
+    // what was sent before the kill stays with the client
+    expect(sseContent(streaming.events).length).toBeGreaterThan(0);
 
     // The device stopped the task it ran for the dead dispatcher, and serves from the survivor.
     await doomed.proc.waitFor(/"outcome":"disconnected"/, HANG_MS);
@@ -96,8 +99,10 @@ describe('failover: dispatcher and api instances', () => {
     report('dispatcher SIGKILL → its device online on the survivor', performance.now() - killedAt);
     const res = await within(queued, HANG_MS, 'the queued request');
     report('dispatcher SIGKILL → queued request answered', performance.now() - killedAt);
-    assert.equal(res.status, 200, res.text);
-    assert.ok(res.body.choices[0].message.content.length > 0, res.text);
+    expectStatus(res, 200);
+    expect({ ok: res.body.choices[0].message.content.length > 0, body: res.text }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
 
     const rows = await waitAllTerminal(tenant.org.id, HANG_MS, 2);
     expect(rows.map((r) => [r.status, r.errorCode]).sort()).toEqual([
@@ -123,13 +128,13 @@ describe('failover: dispatcher and api instances', () => {
     await busy.proc.waitFor(new RegExp(`"task_address":"${address}".*"outcome":"cancelled"`), HANG_MS);
     report('api SIGKILL → its device freed', performance.now() - killedAt);
     const [row] = await waitAllTerminal(tenant.org.id, HANG_MS, 1);
-    assert.equal(row.status, 'cancelled');
+    expect(row.status).toBe('cancelled');
     // Free means serving: the next request (a short one) is answered by the same device.
     const res = await http('POST', url(apiA), {
       headers: bearer(tenant.key),
       body: chatBody(model, 'next', { max_tokens: 2 }),
     });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
   }, 120_000);
 
   it('a rolling restart of both dispatchers under steady load fails nothing', async () => {
@@ -176,9 +181,11 @@ describe('failover: dispatcher and api instances', () => {
     running = false;
     await within(load, HANG_MS, 'the load to stop');
     const failures = results.filter((r) => r.status !== 200);
-    assert.deepEqual(failures, [], `${failures.length} of ${results.length} requests failed`);
-    assert.ok(results.length >= 24);
+    expect({ failures, message: `${failures.length} of ${results.length} requests failed` }).toEqual(
+      expect.objectContaining({ failures: [] }),
+    );
+    expect(results.length).toBeGreaterThanOrEqual(24);
     const rows = await waitAllTerminal(tenant.org.id, HANG_MS, results.length);
-    assert.ok(rows.every((r) => r.status === 'completed'));
+    expect(rows.every((r) => r.status === 'completed')).toBe(true);
   }, 180_000);
 });

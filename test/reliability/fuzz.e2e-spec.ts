@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { closeDb, createDevice, createTenant, db, uniq, recordsWritten } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
@@ -15,6 +14,7 @@ import {
   stopAll,
 } from './helpers';
 import type { RawResponse } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Hostile input against a running api: property-based fuzzing (fast-check) of the chat routes and
@@ -337,7 +337,9 @@ describe('hostile input (fuzzing)', () => {
 
   /** Not a 5xx, and an error in the documented shape of the route family. */
   function checkShape(res: RawResponse, family: Family, what: string): void {
-    assert.ok(res.status < 500, `${what}\n→ ${res.status} ${res.text.slice(0, 400)}`);
+    expect({ ok: res.status < 500, message: `${what}\n→ ${res.status} ${res.text.slice(0, 400)}` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
     if (res.status >= 400) {
       if (family === 'openai') {
         assertOpenAIError(res, null);
@@ -352,13 +354,20 @@ describe('hostile input (fuzzing)', () => {
     const type = String(res.headers['content-type'] ?? '');
     if (family === 'openai') {
       if (type.startsWith('text/event-stream')) {
-        assert.ok(res.text.endsWith('data: [DONE]\n\n'), `${what}: stream without [DONE]: ${res.text.slice(-300)}`);
+        expect({
+          ok: res.text.endsWith('data: [DONE]\n\n'),
+          message: `${what}: stream without [DONE]: ${res.text.slice(-300)}`,
+        }).toEqual(expect.objectContaining({ ok: true }));
       } else {
-        assert.equal(res.body?.object, 'chat.completion', `${what}: ${res.text.slice(0, 300)}`);
+        expect({ object: res.body?.object, message: `${what}: ${res.text.slice(0, 300)}` }).toEqual(
+          expect.objectContaining({ object: 'chat.completion' }),
+        );
       }
     } else {
       const last = JSON.parse(res.text.trim().split('\n').at(-1)!);
-      assert.equal(last.done, true, `${what}: ${res.text.slice(-300)}`);
+      expect({ done: last.done, message: `${what}: ${res.text.slice(-300)}` }).toEqual(
+        expect.objectContaining({ done: true }),
+      );
     }
   }
 
@@ -377,9 +386,13 @@ describe('hostile input (fuzzing)', () => {
     const after = await taskCount();
     if (res.status === 200) {
       checkAnswer(res, family, what);
-      assert.equal(after, before + 1, `${what}: one task for one answer`);
+      expect({ after, message: `${what}: one task for one answer` }).toEqual(
+        expect.objectContaining({ after: before + 1 }),
+      );
     } else {
-      assert.equal(after, before, `${what}: a refused request wrote a task (${res.status})`);
+      expect({ after, message: `${what}: a refused request wrote a task (${res.status})` }).toEqual(
+        expect.objectContaining({ after: before }),
+      );
     }
     return res;
   }
@@ -504,14 +517,16 @@ describe('hostile input (fuzzing)', () => {
             const what = `POST ${path} ${JSON.stringify(headers)}`;
             checkShape(res, family, what);
             const after = await taskCount();
-            assert.equal(after, before + (res.status === 200 ? 1 : 0), `${what}: ${res.status}`);
+            expect({ after, message: `${what}: ${res.status}` }).toEqual(
+              expect.objectContaining({ after: before + (res.status === 200 ? 1 : 0) }),
+            );
             if (res.status === 200) {
               checkAnswer(res, family, what);
             }
             const requestId = res.headers['x-request-id'];
-            assert.equal(typeof requestId, 'string');
+            expect(typeof requestId).toBe('string');
             if (/^[A-Za-z0-9._-]{1,128}$/.test(chosen['x-request-id'] ?? '')) {
-              assert.equal(requestId, chosen['x-request-id']);
+              expect(requestId).toBe(chosen['x-request-id']);
             }
           },
         ),
@@ -564,7 +579,10 @@ describe('hostile input (fuzzing)', () => {
             checkShape(res, 'openai', what);
             if (res.status !== success) {
               expect(await writesSince(since, stringsIn(json))).toEqual([]);
-              assert.equal(await limitsOf(), limits, `${what}: a refused request changed limits (${res.status})`);
+              expect({
+                actual: await limitsOf(),
+                message: `${what}: a refused request changed limits (${res.status})`,
+              }).toEqual(expect.objectContaining({ actual: limits }));
             }
           },
         ),
@@ -625,7 +643,9 @@ describe('hostile input (fuzzing)', () => {
         ];
         for (const payload of payloads) {
           const res = await chatCase(path, family, payload, bearer(tenant.key));
-          assert.equal(res.status, 400, `${payload}: ${res.text}`);
+          expect({ status: res.status, message: `${payload}: ${res.text}` }).toEqual(
+            expect.objectContaining({ status: 400 }),
+          );
           if (family === 'openai') {
             assertOpenAIError(res, 400, 'invalid_json');
           }
@@ -692,7 +712,7 @@ describe('hostile input (fuzzing)', () => {
         const res = await send('PATCH', `/admin/orgs/${patched.org.name}`, `{"rpm":${literal}}`, adminAuth);
         assertOpenAIError(res, 400, 'invalid_request', 'rpm');
         const after = await db().organization.findUniqueOrThrow({ where: { id: patched.org.id } });
-        assert.equal(after.rpmLimit, before.rpmLimit);
+        expect(after.rpmLimit).toBe(before.rpmLimit);
       }
     });
 
@@ -710,13 +730,13 @@ describe('hostile input (fuzzing)', () => {
         JSON.stringify({ ...validOllama(), model: '\u0000' }),
         bearer(tenant.key),
       );
-      assert.equal(ollama.status, 404, ollama.text);
+      expectStatus(ollama, 404);
       const retrieve = await send('GET', '/v1/models/%00x', undefined, bearer(tenant.key));
       checkShape(retrieve, 'openai', 'GET /v1/models/%00x');
       assertOpenAIError(retrieve, 404, 'model_not_found');
       const task = await send('GET', '/v1/tasks/network%3A%00', undefined, bearer(tenant.key));
       checkShape(task, 'openai', 'GET /v1/tasks/network%3A%00');
-      assert.equal(task.status, 404, task.text);
+      expectStatus(task, 404);
     });
 
     it('invalid UTF-8 in the body: an answer or a 400, never a 5xx', async () => {
@@ -742,7 +762,7 @@ describe('hostile input (fuzzing)', () => {
       const res = await send('POST', '/admin/orgs', wrap('{"name":"', '"}'), adminAuth);
       checkShape(res, 'openai', 'admin with invalid UTF-8');
       assertOpenAIError(res, 400, 'invalid_json');
-      assert.match(res.body.error.message, /not valid UTF-8/);
+      expect(res.body.error.message).toMatch(/not valid UTF-8/);
       expect(await writesSince(since, stringsIn(wrap('{"name":"', '"}').toString('utf8')))).toEqual([]);
     });
 
@@ -758,7 +778,9 @@ describe('hostile input (fuzzing)', () => {
           ['application/octet-stream', '\u0001\u0002'],
         ]) {
           const res = await chatCase(path, family, body, { ...bearer(tenant.key), 'content-type': type });
-          assert.equal(res.status, 400, `${type}: ${res.text}`);
+          expect({ status: res.status, message: `${type}: ${res.text}` }).toEqual(
+            expect.objectContaining({ status: 400 }),
+          );
           if (family === 'openai') {
             assertOpenAIError(res, 400, 'invalid_json');
           }
@@ -768,7 +790,9 @@ describe('hostile input (fuzzing)', () => {
             ...bearer(tenant.key),
             'content-type': type,
           });
-          assert.equal(res.status, 200, `${type} with a JSON body: ${res.text}`);
+          expect({ status: res.status, message: `${type} with a JSON body: ${res.text}` }).toEqual(
+            expect.objectContaining({ status: 200 }),
+          );
         }
       }
       const res = await send('POST', '/admin/orgs', multipart, {
@@ -782,10 +806,10 @@ describe('hostile input (fuzzing)', () => {
       for (const [path, family] of chatRoutes) {
         for (const headers of [{}, { 'content-type': 'text/plain' }] as Record<string, string>[]) {
           const res = await chatCase(path, family, '', { ...bearer(tenant.key), ...headers });
-          assert.equal(res.status, 400, res.text);
+          expectStatus(res, 400);
         }
         const spaces = await chatCase(path, family, '   \n ', bearer(tenant.key));
-        assert.equal(spaces.status, 400);
+        expect(spaces.status).toBe(400);
       }
       for (const [method, path] of [
         ['POST', '/admin/orgs'],
@@ -856,22 +880,26 @@ describe('hostile input (fuzzing)', () => {
   });
 
   it('after all that, Object.prototype is clean: a plain request behaves as a plain request', async () => {
-    assert.equal(({} as any).polluted, undefined, 'the test process itself');
+    // the test process itself
+    expect(({} as any).polluted).toBeUndefined();
     const res = await send(
       'POST',
       '/v1/chat/completions',
       JSON.stringify({ model, messages: [{ role: 'user', content: 'plain' }] }),
       bearer(tenant.key),
     );
-    assert.equal(res.status, 200, res.text);
-    assert.match(String(res.headers['content-type']), /^application\/json/, 'not streamed');
-    assert.equal(res.body.object, 'chat.completion');
-    assert.equal(res.body.choices.length, 1, 'n stays 1');
+    expectStatus(res, 200);
+    // not streamed
+    expect(String(res.headers['content-type'])).toMatch(/^application\/json/);
+    expect(res.body.object).toBe('chat.completion');
+    // n stays 1
+    expect(res.body.choices).toHaveLength(1);
     // The org's own device is online, so `auto` picks direct; a polluted `mode: network` would not.
-    assert.equal(res.body.mode, 'direct');
-    assert.equal(res.body.usage.completion_tokens, 2, 'a polluted max_tokens of 1 would cut the answer');
-    assert.equal(res.body.polluted, undefined);
-    assert.equal(res.headers['x-switchyard-ignored-params'], undefined);
+    expect(res.body.mode).toBe('direct');
+    // a polluted max_tokens of 1 would cut the answer
+    expect(res.body.usage.completion_tokens).toBe(2);
+    expect(res.body.polluted).toBeUndefined();
+    expect(res.headers['x-switchyard-ignored-params']).toBeUndefined();
     const admin = await send('GET', '/admin/orgs', undefined, { authorization: 'Bearer nope-nope-nope-nope' });
     assertOpenAIError(admin, 401, 'invalid_admin_token');
   });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash, randomInt } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
@@ -113,18 +112,28 @@ export function assertOpenAIError(
   param?: string | null,
 ): { message: string; type: string; param: string | null; code: string } {
   if (status !== null) {
-    assert.equal(res.status, status, `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text.slice(0, 500)}`);
+    expect({
+      status: res.status,
+      message: `expected ${status} ${code ?? ''}, got ${res.status}: ${res.text.slice(0, 500)}`,
+    }).toEqual(expect.objectContaining({ status }));
   }
-  assert.ok(res.body && typeof res.body === 'object' && !Array.isArray(res.body), `not a JSON object: ${res.text}`);
+  expect({
+    ok: Boolean(res.body && typeof res.body === 'object' && !Array.isArray(res.body)),
+    message: `not a JSON object: ${res.text}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
   expect(Object.keys(res.body)).toEqual(['error']);
   const error = res.body.error;
-  assert.ok(error && typeof error === 'object', res.text);
+  expect({ ok: Boolean(error && typeof error === 'object'), body: res.text }).toEqual(
+    expect.objectContaining({ ok: true }),
+  );
   expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type']);
-  assert.equal(typeof error.message, 'string', res.text);
-  assert.ok(error.message.length > 0, res.text);
-  assert.equal(typeof error.type, 'string', res.text);
-  assert.equal(typeof error.code, 'string', res.text);
-  assert.ok(error.param === null || typeof error.param === 'string', res.text);
+  expect({ type: typeof error.message, body: res.text }).toEqual(expect.objectContaining({ type: 'string' }));
+  expect({ ok: error.message.length > 0, body: res.text }).toEqual(expect.objectContaining({ ok: true }));
+  expect({ type: typeof error.type, body: res.text }).toEqual(expect.objectContaining({ type: 'string' }));
+  expect({ type: typeof error.code, body: res.text }).toEqual(expect.objectContaining({ type: 'string' }));
+  expect({ ok: error.param === null || typeof error.param === 'string', body: res.text }).toEqual(
+    expect.objectContaining({ ok: true }),
+  );
   const s = res.status;
   const expectedType =
     error.code === 'invalid_api_key'
@@ -138,12 +147,12 @@ export function assertOpenAIError(
             : s >= 500
               ? 'server_error'
               : 'invalid_request_error';
-  assert.equal(error.type, expectedType, res.text);
+  expect({ type: error.type, body: res.text }).toEqual(expect.objectContaining({ type: expectedType }));
   if (code !== undefined) {
-    assert.equal(error.code, code, res.text);
+    expect({ code: error.code, body: res.text }).toEqual(expect.objectContaining({ code }));
   }
   if (param !== undefined) {
-    assert.equal(error.param, param, res.text);
+    expect({ param: error.param, body: res.text }).toEqual(expect.objectContaining({ param }));
   }
   return error;
 }
@@ -151,12 +160,17 @@ export function assertOpenAIError(
 /** Ollama's error shape, `{"error": "<message>"}`. */
 export function assertOllamaError(res: { status: number; body: any; text: string }, status: number | null): string {
   if (status !== null) {
-    assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text.slice(0, 500)}`);
+    expect({ status: res.status, message: `expected ${status}, got ${res.status}: ${res.text.slice(0, 500)}` }).toEqual(
+      expect.objectContaining({ status }),
+    );
   }
-  assert.ok(res.body && typeof res.body === 'object' && !Array.isArray(res.body), `not a JSON object: ${res.text}`);
+  expect({
+    ok: Boolean(res.body && typeof res.body === 'object' && !Array.isArray(res.body)),
+    message: `not a JSON object: ${res.text}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
   expect(Object.keys(res.body)).toEqual(['error']);
-  assert.equal(typeof res.body.error, 'string', res.text);
-  assert.ok(res.body.error.length > 0, res.text);
+  expect({ type: typeof res.body.error, body: res.text }).toEqual(expect.objectContaining({ type: 'string' }));
+  expect({ ok: res.body.error.length > 0, body: res.text }).toEqual(expect.objectContaining({ ok: true }));
   return res.body.error;
 }
 

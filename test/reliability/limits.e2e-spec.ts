@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import {
   cli,
   closeDb,
@@ -27,6 +26,7 @@ import {
   stopAll,
   waitStatus,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /**
  * Organization limits (rpm, concurrency, queued per model), enforced across api instances, and the
@@ -83,7 +83,7 @@ describe('limits and request caps', () => {
 
   async function setLimits(org: string, limits: Record<string, number | null>) {
     const res = await http('PATCH', `${apiA.url}/admin/orgs/${org}`, { headers: adminAuth, body: limits });
-    assert.equal(res.status, 200, res.text);
+    expectStatus(res, 200);
     return res.body;
   }
 
@@ -94,20 +94,23 @@ describe('limits and request caps', () => {
       const remaining: string[] = [];
       for (const [i, api] of [apiA, apiB, apiA].entries()) {
         const res = await chat(api, tenant.key, fast, `request ${i}`);
-        assert.equal(res.status, 200, res.text);
-        assert.equal(res.headers.get('x-ratelimit-limit-requests'), '3');
-        assert.match(res.headers.get('x-ratelimit-reset-requests') ?? '', /^\d+s$/);
+        expectStatus(res, 200);
+        expect(res.headers.get('x-ratelimit-limit-requests')).toBe('3');
+        expect(res.headers.get('x-ratelimit-reset-requests') ?? '').toMatch(/^\d+s$/);
         remaining.push(res.headers.get('x-ratelimit-remaining-requests') ?? '');
       }
       expect(remaining).toEqual(['2', '1', '0']);
 
       const refused = await chat(apiB, tenant.key, fast, 'one too many');
       const error = assertOpenAIError(refused, 429, 'rate_limit_exceeded', null);
-      assert.match(error.message, /3 requests per minute/);
+      expect(error.message).toMatch(/3 requests per minute/);
       const retryAfter = Number(refused.headers.get('retry-after'));
-      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `retry-after ${retryAfter}`);
-      assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '3');
-      assert.equal(refused.headers.get('x-ratelimit-remaining-requests'), '0');
+      expect({
+        ok: Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60,
+        message: `retry-after ${retryAfter}`,
+      }).toEqual(expect.objectContaining({ ok: true }));
+      expect(refused.headers.get('x-ratelimit-limit-requests')).toBe('3');
+      expect(refused.headers.get('x-ratelimit-remaining-requests')).toBe('0');
 
       // The other instance refuses too, and the Ollama route answers in its own shape.
       assertOpenAIError(await chat(apiA, tenant.key, fast, 'again'), 429, 'rate_limit_exceeded');
@@ -116,8 +119,9 @@ describe('limits and request caps', () => {
         body: { model: fast, stream: false, messages: [{ role: 'user', content: 'hi' }] },
       });
       assertOllamaError(ollama, 429);
-      assert.ok(Number(ollama.headers.get('retry-after')) >= 1);
-      assert.equal(await taskCount(tenant.org.id), 3, '429s wrote no task row');
+      expect(Number(ollama.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // 429s wrote no task row
+      expect(await taskCount(tenant.org.id)).toBe(3);
     });
 
     it('a burst across two apis: exactly rpm requests get through (the count is atomic in Redis)', async () => {
@@ -131,14 +135,14 @@ describe('limits and request caps', () => {
       for (const res of results.filter((r) => r.status === 429)) {
         assertOpenAIError(res, 429, 'rate_limit_exceeded');
       }
-      assert.equal(await taskCount(tenant.org.id), 5);
+      expect(await taskCount(tenant.org.id)).toBe(5);
     });
 
     it('an org without limits gets no rate-limit headers', async () => {
       const tenant = await createTenant([fast]);
       const res = await chat(apiA, tenant.key, fast);
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.headers.get('x-ratelimit-limit-requests'), null);
+      expectStatus(res, 200);
+      expect(res.headers.get('x-ratelimit-limit-requests')).toBeNull();
     });
   });
 
@@ -150,12 +154,14 @@ describe('limits and request caps', () => {
       await waitStatus(tenant.org.id, 'assigned');
       const second = await chat(apiB, tenant.key, slow, 'second');
       const error = assertOpenAIError(second, 429, 'rate_limit_exceeded', null);
-      assert.match(error.message, /concurrent/);
-      assert.ok(Number(second.headers.get('retry-after')) >= 1, 'Retry-After');
-      assert.equal(await taskCount(tenant.org.id), 1, 'the 429 wrote no task row');
-      assert.equal((await first).status, 200);
+      expect(error.message).toMatch(/concurrent/);
+      // Retry-After
+      expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // the 429 wrote no task row
+      expect(await taskCount(tenant.org.id)).toBe(1);
+      expect((await first).status).toBe(200);
       const third = await chat(apiB, tenant.key, slow, 'third');
-      assert.equal(third.status, 200, third.text);
+      expectStatus(third, 200);
     });
   });
 
@@ -168,7 +174,7 @@ describe('limits and request caps', () => {
       );
       const statuses = results.map((r) => r.status).sort();
       expect(statuses).toEqual([200, 200, 429, 429, 429, 429]);
-      assert.equal(await taskCount(tenant.org.id), 2);
+      expect(await taskCount(tenant.org.id)).toBe(2);
     });
   });
 
@@ -183,18 +189,19 @@ describe('limits and request caps', () => {
       await waitStatus(limited.org.id, 'queued');
       const refused = await chat(apiB, limited.key, slow, 'one too many in the queue');
       const error = assertOpenAIError(refused, 429, 'rate_limit_exceeded', null);
-      assert.match(error.message, /queued/);
-      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
-      assert.equal(await taskCount(limited.org.id), 1, 'the 429 wrote no task row');
+      expect(error.message).toMatch(/queued/);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // the 429 wrote no task row
+      expect(await taskCount(limited.org.id)).toBe(1);
       // Another organization still queues behind it.
       const otherQueued = chat(apiB, other.key, slow, 'another org queues too');
       const results = await Promise.all([busy, queued, otherQueued]);
       for (const res of results) {
-        assert.equal(res.status, 200, res.text);
+        expectStatus(res, 200);
       }
       // Its slot was released when a device took the job: the org may queue again.
       const again = await chat(apiA, limited.key, slow, 'queues again');
-      assert.equal(again.status, 200, again.text);
+      expectStatus(again, 200);
     });
   });
 
@@ -218,7 +225,7 @@ describe('limits and request caps', () => {
         body: { model: fast, messages: [{ role: 'user', content: big }] },
       });
       assertOllamaError(ollama, 413);
-      assert.equal(await taskCount(tenant.org.id), 0);
+      expect(await taskCount(tenant.org.id)).toBe(0);
     });
 
     it('more than MAX_MESSAGES messages: 400 invalid_request with param messages', async () => {
@@ -237,8 +244,8 @@ describe('limits and request caps', () => {
         headers: bearer(tenant.key),
         body: { model: fast, messages: messages.slice(0, MAX_MESSAGES) },
       });
-      assert.equal(ok.status, 200, ok.text);
-      assert.equal(await taskCount(tenant.org.id), 1);
+      expectStatus(ok, 200);
+      expect(await taskCount(tenant.org.id)).toBe(1);
     });
 
     it('more than MAX_INPUT_CHARS characters of content: 400 invalid_request with param messages', async () => {
@@ -258,8 +265,8 @@ describe('limits and request caps', () => {
         headers: bearer(tenant.key),
         body: chatBody(fast, 'c'.repeat(MAX_INPUT_CHARS)),
       });
-      assert.equal(exact.status, 200, exact.text);
-      assert.equal(await taskCount(tenant.org.id), before + 1);
+      expectStatus(exact, 200);
+      expect(await taskCount(tenant.org.id)).toBe(before + 1);
     });
 
     it('over MAX_STREAM_MS with a slow device: 504 stream_timeout and the task ends timed_out', async () => {
@@ -269,8 +276,8 @@ describe('limits and request caps', () => {
       });
       assertOpenAIError(res, 504, 'stream_timeout');
       const task = await waitStatus(tenant.org.id, 'timed_out');
-      assert.equal(task.errorCode, 'stream_timeout');
-      assert.ok(task.finishedAt);
+      expect(task.errorCode).toBe('stream_timeout');
+      expect(task.finishedAt).toBeTruthy();
 
       // Streamed: the error arrives as an event after the output so far, with no [DONE].
       const sse = await fetch(`${caps.url}/v1/chat/completions`, {
@@ -278,23 +285,23 @@ describe('limits and request caps', () => {
         headers: { ...bearer(tenant.key), 'content-type': 'application/json' },
         body: JSON.stringify(chatBody(streamer, 'a slow stream', { stream: true })),
       });
-      assert.equal(sse.status, 200);
+      expect(sse.status).toBe(200);
       const text = await sse.text();
       const last = JSON.parse(text.trim().split('\n').filter(Boolean).at(-1)!.slice('data: '.length));
-      assert.equal(last.error.code, 'stream_timeout', text);
-      assert.equal(last.error.type, 'server_error');
-      assert.doesNotMatch(text, /\[DONE\]/);
+      expect({ code: last.error.code, text }).toEqual(expect.objectContaining({ code: 'stream_timeout' }));
+      expect(last.error.type).toBe('server_error');
+      expect(text).not.toMatch(/\[DONE\]/);
       await recordsWritten();
       const rows = await db().task.findMany({ where: { orgId: tenant.org.id, modelId: streamer } });
-      assert.ok(rows.length > 0);
+      expect(rows.length).toBeGreaterThan(0);
       await Promise.all(
         rows.map(async (row) => {
           for (let i = 0; i < 100 && row.status !== 'timed_out'; i++) {
             await sleep(50);
             row = await db().task.findUniqueOrThrow({ where: { id: row.id } });
           }
-          assert.equal(row.status, 'timed_out');
-          assert.equal(row.errorCode, 'stream_timeout');
+          expect(row.status).toBe('timed_out');
+          expect(row.errorCode).toBe('stream_timeout');
         }),
       );
     });
@@ -302,16 +309,21 @@ describe('limits and request caps', () => {
     it("max tokens are clamped to the model's max_output_tokens, without an error", async () => {
       for (const extra of [{ max_tokens: 100 }, { max_completion_tokens: 50 }, {}]) {
         const res = await chat(apiA, tenant.key, clamped, 'a long answer please', extra);
-        assert.equal(res.status, 200, res.text);
-        assert.equal(res.body.choices[0].finish_reason, 'length', JSON.stringify(extra));
-        assert.equal(res.body.usage.completion_tokens, 3, JSON.stringify(extra));
+        expectStatus(res, 200);
+        expect({ finish_reason: res.body.choices[0].finish_reason, extra }).toEqual(
+          expect.objectContaining({ finish_reason: 'length' }),
+        );
+        expect({ completion_tokens: res.body.usage.completion_tokens, extra }).toEqual(
+          expect.objectContaining({ completion_tokens: 3 }),
+        );
       }
       const smaller = await chat(apiA, tenant.key, clamped, 'short', { max_tokens: 2 });
-      assert.equal(smaller.body.usage.completion_tokens, 2, 'a smaller limit is kept');
+      // a smaller limit is kept
+      expect(smaller.body.usage.completion_tokens).toBe(2);
       // A model without max_output_tokens is not clamped.
       const free = await chat(apiA, tenant.key, fast, 'a long answer please', { max_tokens: 100 });
-      assert.equal(free.body.usage.completion_tokens, 8);
-      assert.equal(free.body.choices[0].finish_reason, 'stop');
+      expect(free.body.usage.completion_tokens).toBe(8);
+      expect(free.body.choices[0].finish_reason).toBe('stop');
     });
   });
 
@@ -327,9 +339,11 @@ describe('limits and request caps', () => {
       }
       const blocked = await jsonHttp('GET', url, undefined, { headers: bearer(bad), localAddress: from });
       const error = assertOpenAIError(blocked, 429, 'rate_limit_exceeded');
-      assert.match(error.message, /failed authentications/);
+      expect(error.message).toMatch(/failed authentications/);
       const retryAfter = Number(blocked.headers['retry-after']);
-      assert.ok(retryAfter >= 1 && retryAfter <= 60, `retry-after ${retryAfter}`);
+      expect({ ok: retryAfter >= 1 && retryAfter <= 60, message: `retry-after ${retryAfter}` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
       // Another wrong key, or one in the other header: refused the same way.
       const other = await jsonHttp('GET', url, undefined, {
         headers: { 'x-api-key': 'sy_' + 'Y'.repeat(40) },
@@ -347,7 +361,7 @@ describe('limits and request caps', () => {
         headers: { 'x-api-key': tenant.key },
         localAddress: loopbackAddress(),
       });
-      assert.equal(viaApiKeyHeader.status, 200, viaApiKeyHeader.text);
+      expectStatus(viaApiKeyHeader, 200);
       // Counted across the instances: the other api refuses the address's wrong keys too.
       const elsewhere = await jsonHttp('GET', `${apiB.url}/v1/models`, undefined, {
         headers: bearer(bad),
@@ -359,7 +373,7 @@ describe('limits and request caps', () => {
       assertOpenAIError(fresh, 401, 'invalid_api_key');
       // Public routes stay open to it.
       const health = await jsonHttp('GET', `${caps.url}/healthz`, undefined, { localAddress: from });
-      assert.equal(health.status, 200);
+      expect(health.status).toBe(200);
     });
   });
 
@@ -384,7 +398,7 @@ describe('limits and request caps', () => {
         '--max-queued',
         '7',
       ]);
-      assert.equal(set.code, 0, set.stderr);
+      expect({ code: set.code, stderr: set.stderr }).toEqual(expect.objectContaining({ code: 0 }));
       expect(JSON.parse(set.stdout).limits).toEqual({ rpm: 5, concurrency: 2, max_queued: 7 });
       expect(await row(org.name)).toEqual({ rpmLimit: 5, concurrencyLimit: 2, maxQueued: 7 });
 
@@ -396,35 +410,37 @@ describe('limits and request caps', () => {
         cli(['org', 'limits', org.name, '--concurrency', '1.5']),
         cli(['org', 'limits', org.name, '--max-queued', 'abc']),
       ]);
-      assert.equal(show.code, 0, show.stderr);
+      expect({ code: show.code, stderr: show.stderr }).toEqual(expect.objectContaining({ code: 0 }));
       expect(JSON.parse(show.stdout).limits).toEqual({ rpm: 5, concurrency: 2, max_queued: 7 });
-      assert.equal(human.code, 0, human.stderr);
-      assert.match(human.stdout, /limits/);
+      expect({ code: human.code, stderr: human.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+      expect(human.stdout).toMatch(/limits/);
       for (const res of refused) {
-        assert.notEqual(res.code, 0, `accepted: ${res.stdout}`);
+        expect({ code: res.code, message: `accepted: ${res.stdout}` }).not.toEqual(
+          expect.objectContaining({ code: 0 }),
+        );
       }
       expect(await row(org.name)).toEqual({ rpmLimit: 5, concurrencyLimit: 2, maxQueued: 7 });
 
       const cleared = await cli(['--json', 'org', 'limits', org.name, '--rpm', 'none']);
-      assert.equal(cleared.code, 0, cleared.stderr);
+      expect({ code: cleared.code, stderr: cleared.stderr }).toEqual(expect.objectContaining({ code: 0 }));
       expect(JSON.parse(cleared.stdout).limits).toEqual({ rpm: null, concurrency: 2, max_queued: 7 });
       const all = await cli(['--json', 'org', 'limits', org.name, '--concurrency', 'none', '--max-queued', 'none']);
-      assert.equal(all.code, 0, all.stderr);
+      expect({ code: all.code, stderr: all.stderr }).toEqual(expect.objectContaining({ code: 0 }));
       expect(JSON.parse(all.stdout).limits).toEqual({ rpm: null, concurrency: null, max_queued: null });
       expect(await row(org.name)).toEqual({ rpmLimit: null, concurrencyLimit: null, maxQueued: null });
 
       const missing = await cli(['org', 'limits', uniq('no-such-org'), '--rpm', '3']);
-      assert.equal(missing.code, 1);
-      assert.match(missing.stderr, /org_not_found/);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/org_not_found/);
       expect(await row(org.name)).toEqual({ rpmLimit: null, concurrencyLimit: null, maxQueued: null });
     });
 
     it('a limit set with the CLI is enforced, and removing it lifts it', async () => {
       const tenant = await createTenant([fast]);
-      assert.equal((await cli(['org', 'limits', tenant.org.name, '--rpm', '1'])).code, 0);
-      assert.equal((await chat(apiA, tenant.key, fast)).status, 200);
+      expect((await cli(['org', 'limits', tenant.org.name, '--rpm', '1'])).code).toBe(0);
+      expect((await chat(apiA, tenant.key, fast)).status).toBe(200);
       assertOpenAIError(await chat(apiB, tenant.key, fast), 429, 'rate_limit_exceeded');
-      assert.equal((await cli(['org', 'limits', tenant.org.name, '--rpm', 'none'])).code, 0);
+      expect((await cli(['org', 'limits', tenant.org.name, '--rpm', 'none'])).code).toBe(0);
       // Limits are read with the key, whose lookup each instance caches briefly: the lifted limit
       // shows once that has run out (a generous bound for a loaded machine).
       const res = await eventually(
@@ -435,14 +451,14 @@ describe('limits and request caps', () => {
         10_000,
         'the lifted limit to take effect',
       );
-      assert.equal(res!.headers.get('x-ratelimit-limit-requests'), null);
+      expect(res!.headers.get('x-ratelimit-limit-requests')).toBeNull();
     });
 
     it('PATCH /admin/orgs/{org} sets and clears limits; invalid values change nothing', async () => {
       const { org } = await createTenant();
       const url = `${apiA.url}/admin/orgs/${org.name}`;
       const set = await http('PATCH', url, { headers: adminAuth, body: { rpm: 10, concurrency: 3, max_queued: 4 } });
-      assert.equal(set.status, 200, set.text);
+      expectStatus(set, 200);
       expect(set.body).toEqual({
         id: org.id,
         name: org.name,
@@ -453,7 +469,7 @@ describe('limits and request caps', () => {
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });
       expect(partial.body.limits).toEqual({ rpm: 10, concurrency: null, max_queued: 4 });
       const empty = await http('PATCH', url, { headers: adminAuth, body: {} });
-      assert.equal(empty.status, 200, empty.text);
+      expectStatus(empty, 200);
       expect(empty.body.limits).toEqual({ rpm: 10, concurrency: null, max_queued: 4 });
 
       const invalid: unknown[] = [

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { queueName } from '@app/common';
 import { closeDb, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
@@ -20,6 +19,7 @@ import {
   waitStatus,
   waitTasks,
 } from './helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** Waits for a process to exit on its own (no SIGKILL) and returns its exit code and how long it took. */
 async function exitOf(
@@ -35,7 +35,7 @@ async function exitOf(
   clearTimeout(timer);
   if (code === 'timeout') {
     await proc.stop('SIGKILL');
-    assert.fail(`the process did not exit within ${timeoutMs} ms of SIGTERM; output:\n${proc.output.slice(-3000)}`);
+    throw new Error(`the process did not exit within ${timeoutMs} ms of SIGTERM; output:\n${proc.output.slice(-3000)}`);
   }
   return { code, signal: proc.child.signalCode, ms: Date.now() - started };
 }
@@ -46,10 +46,12 @@ function assertPrometheusText(text: string): void {
     if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) {
       continue;
     }
-    assert.match(
-      line,
-      /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?([0-9.e+-]+|NaN|\+Inf|-Inf)$/,
-      `not Prometheus text: ${line}`,
+    expect({ line, message: `not Prometheus text: ${line}` }).toEqual(
+      expect.objectContaining({
+        line: expect.stringMatching(
+          /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?([0-9.e+-]+|NaN|\+Inf|-Inf)$/,
+        ),
+      }),
     );
   }
 }
@@ -86,14 +88,14 @@ describe('observability and graceful shutdown', () => {
 
   describe('GET /metrics', () => {
     it('the api and the dispatcher expose the documented series after ok, 4xx, 429 and streamed requests', async () => {
-      assert.equal((await chat(tenant.key, model, 'plain')).status, 200);
+      expect((await chat(tenant.key, model, 'plain')).status).toBe(200);
       const stream = new LiveStream(
         `${api.url}/v1/chat/completions`,
         tenant.key,
         chatBody(model, 'streamed', { stream: true }),
       );
       await stream.done;
-      assert.equal(stream.events.at(-1), '[DONE]');
+      expect(stream.events.at(-1)).toBe('[DONE]');
       assertOpenAIError(await chat(tenant.key, model, 'x', { temperature: 9 }), 400, 'invalid_request');
       assertOpenAIError(await http('GET', `${api.url}/v1/nope`, { headers: bearer(tenant.key) }), 404, 'unknown_url');
       assertOpenAIError(
@@ -106,44 +108,55 @@ describe('observability and graceful shutdown', () => {
       );
       const limited = await createTenant([model]);
       await http('PATCH', `${api.url}/admin/orgs/${limited.org.name}`, { headers: adminAuth, body: { rpm: 1 } });
-      assert.equal((await chat(limited.key, model)).status, 200);
+      expect((await chat(limited.key, model)).status).toBe(200);
       assertOpenAIError(await chat(limited.key, model), 429, 'rate_limit_exceeded');
 
       const res = await http('GET', `${api.url}/metrics`);
-      assert.equal(res.status, 200);
-      assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type') ?? '').toMatch(/^text\/plain; version=0\.0\.4/);
       const text = res.text;
       assertPrometheusText(text);
       const requests = (status: string) =>
         metricValue(text, 'switchyard_http_requests_total', { route: '/v1/chat/completions', status });
-      assert.ok(requests('200') >= 3, `200s: ${requests('200')}`);
-      assert.ok(requests('400') >= 1);
-      assert.ok(requests('429') >= 1);
-      assert.ok(metricValue(text, 'switchyard_http_requests_total', { route: '/v1/models', status: '401' }) >= 1);
-      assert.ok(metricValue(text, 'switchyard_http_requests_total', { status: '404' }) >= 1);
-      assert.match(text, /switchyard_http_requests_total\{[^}]*method="POST"/);
-      assert.ok(metricValue(text, 'switchyard_queue_wait_seconds_count', { model }) >= 3);
-      assert.match(
-        text,
+      expect({ ok: requests('200') >= 3, message: `200s: ${requests('200')}` }).toEqual(
+        expect.objectContaining({ ok: true }),
+      );
+      expect(requests('400')).toBeGreaterThanOrEqual(1);
+      expect(requests('429')).toBeGreaterThanOrEqual(1);
+      expect(
+        metricValue(text, 'switchyard_http_requests_total', { route: '/v1/models', status: '401' }),
+      ).toBeGreaterThanOrEqual(1);
+      expect(metricValue(text, 'switchyard_http_requests_total', { status: '404' })).toBeGreaterThanOrEqual(1);
+      expect(text).toMatch(/switchyard_http_requests_total\{[^}]*method="POST"/);
+      expect(metricValue(text, 'switchyard_queue_wait_seconds_count', { model })).toBeGreaterThanOrEqual(3);
+      expect(text).toMatch(
         new RegExp(
           `switchyard_queue_wait_seconds_bucket\\{[^}]*le="\\+Inf"[^}]*model="${model}"|switchyard_queue_wait_seconds_bucket\\{[^}]*model="${model}"[^}]*le="\\+Inf"`,
         ),
       );
-      assert.ok(metricValue(text, 'switchyard_time_to_first_token_seconds_count', { model, api: 'openai' }) >= 3);
-      assert.ok(metricValue(text, 'switchyard_tokens_per_second_count', { model }) >= 1);
-      assert.ok(metricValue(text, 'switchyard_tasks_total', { outcome: 'completed', api: 'openai' }) >= 3);
-      assert.ok(metricValue(text, 'switchyard_rate_limit_rejections_total', { kind: 'rpm' }) >= 1);
+      expect(
+        metricValue(text, 'switchyard_time_to_first_token_seconds_count', { model, api: 'openai' }),
+      ).toBeGreaterThanOrEqual(3);
+      expect(metricValue(text, 'switchyard_tokens_per_second_count', { model })).toBeGreaterThanOrEqual(1);
+      expect(
+        metricValue(text, 'switchyard_tasks_total', { outcome: 'completed', api: 'openai' }),
+      ).toBeGreaterThanOrEqual(3);
+      expect(metricValue(text, 'switchyard_rate_limit_rejections_total', { kind: 'rpm' })).toBeGreaterThanOrEqual(1);
 
       const d = await http('GET', `${dispatcher.url}/metrics`);
-      assert.equal(d.status, 200);
+      expect(d.status).toBe(200);
       assertPrometheusText(d.text);
-      assert.equal(metricValue(d.text, 'switchyard_devices_online', { model, pool: 'network' }), 1);
-      assert.equal(metricValue(d.text, 'switchyard_devices_online', { model: slowModel, pool: 'network' }), 1);
-      assert.ok(metricValue(d.text, 'switchyard_devices_connected') >= 2);
-      assert.ok(metricValue(d.text, 'switchyard_queue_depth', { queue: queueName(model, 'network') }) >= 0);
-      assert.ok(metricValue(d.text, 'switchyard_assignments_total', { result: 'accepted' }) >= 3);
-      assert.ok(metricValue(d.text, 'switchyard_dispatcher_tasks_total', { outcome: 'completed' }) >= 3);
-      assert.match(d.text, /# TYPE switchyard_device_invalid_events_total counter/);
+      expect(metricValue(d.text, 'switchyard_devices_online', { model, pool: 'network' })).toBe(1);
+      expect(metricValue(d.text, 'switchyard_devices_online', { model: slowModel, pool: 'network' })).toBe(1);
+      expect(metricValue(d.text, 'switchyard_devices_connected')).toBeGreaterThanOrEqual(2);
+      expect(
+        metricValue(d.text, 'switchyard_queue_depth', { queue: queueName(model, 'network') }),
+      ).toBeGreaterThanOrEqual(0);
+      expect(metricValue(d.text, 'switchyard_assignments_total', { result: 'accepted' })).toBeGreaterThanOrEqual(3);
+      expect(metricValue(d.text, 'switchyard_dispatcher_tasks_total', { outcome: 'completed' })).toBeGreaterThanOrEqual(
+        3,
+      );
+      expect(d.text).toMatch(/# TYPE switchyard_device_invalid_events_total counter/);
     });
 
     it('switchyard_queue_depth counts the jobs waiting for a busy device', async () => {
@@ -164,10 +177,10 @@ describe('observability and graceful shutdown', () => {
         'queue depth 2',
       );
       for (const res of await Promise.all(pending)) {
-        assert.equal(res.status, 200, res.text);
+        expectStatus(res, 200);
       }
       const text = (await http('GET', `${dispatcher.url}/metrics`)).text;
-      assert.equal(metricValue(text, 'switchyard_queue_depth', { queue }), 0);
+      expect(metricValue(text, 'switchyard_queue_depth', { queue })).toBe(0);
     });
   });
 
@@ -178,19 +191,20 @@ describe('observability and graceful shutdown', () => {
         headers: { ...bearer(tenant.key), 'x-request-id': requestId },
         body: chatBody(model, 'follow me'),
       });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(res.headers.get('x-request-id'), requestId);
+      expectStatus(res, 200);
+      expect(res.headers.get('x-request-id')).toBe(requestId);
       const address: string = res.body.task_address;
       await dispatcher.proc.waitFor(
         new RegExp(`"task":"${address}".*"requestId":"${requestId}"|"requestId":"${requestId}".*"task":"${address}"`),
       );
       const lines = dispatcher.proc.output.split('\n').filter((l) => l.includes(requestId));
       for (const line of lines) {
-        assert.equal(JSON.parse(line).requestId, requestId, 'a structured JSON log line');
+        // a structured JSON log line
+        expect(JSON.parse(line).requestId).toBe(requestId);
       }
       // A request id that is not sane is replaced by a fresh one.
       const bad = await http('GET', `${api.url}/healthz`, { headers: { 'x-request-id': 'bad id with spaces' } });
-      assert.match(bad.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+      expect(bad.headers.get('x-request-id') ?? '').toMatch(/^[0-9a-f-]{36}$/);
     });
 
     it('the request id follows the task to the device log', async () => {
@@ -199,13 +213,18 @@ describe('observability and graceful shutdown', () => {
         headers: { ...bearer(tenant.key), 'x-request-id': requestId },
         body: chatBody(model, 'follow me to the device'),
       });
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       const address: string = res.body.task_address;
       const device = devices[0];
       await device.waitFor(new RegExp(`"task_address":"${address}"`));
       const line = device.output.split('\n').find((l) => l.includes(address) && l.includes('task finished'));
-      assert.ok(line, `no task line for ${address}`);
-      assert.equal(JSON.parse(line).request_id ?? JSON.parse(line).requestId, requestId, `device log line: ${line}`);
+      if (!line) {
+        throw new Error(`no task line for ${address}`);
+      }
+      expect({
+        actual: JSON.parse(line).request_id ?? JSON.parse(line).requestId,
+        message: `device log line: ${line}`,
+      }).toEqual(expect.objectContaining({ actual: requestId }));
     });
   });
 
@@ -231,14 +250,18 @@ describe('observability and graceful shutdown', () => {
       await stream.waitFor(/"content":"[^"]+"/);
       draining.proc.child.kill('SIGTERM');
       await stream.done;
-      assert.equal(stream.status, 200);
-      assert.equal(stream.events.at(-1), '[DONE]', stream.text.slice(-300));
+      expect(stream.status).toBe(200);
+      expect({ actual: stream.events.at(-1), message: stream.text.slice(-300) }).toEqual(
+        expect.objectContaining({ actual: '[DONE]' }),
+      );
       const exit = await exitOf(draining.proc, 20_000);
-      assert.equal(exit.code, 0, draining.proc.output.slice(-2000));
+      expect({ code: exit.code, message: draining.proc.output.slice(-2000) }).toEqual(
+        expect.objectContaining({ code: 0 }),
+      );
       const reference = await chat(tenant.key, streamer, prompt);
-      assert.equal(sseContent(stream.events), reference.body.choices[0].message.content);
+      expect(sseContent(stream.events)).toBe(reference.body.choices[0].message.content);
       const row = await waitTasks({ address: stream.events[0].task_address }, (r) => r[0]?.status === 'completed');
-      assert.equal(row[0].finishReason, 'stop');
+      expect(row[0].finishReason).toBe('stop');
     });
 
     it('SIGTERM on the api with SHUTDOWN_GRACE_MS=1000 and a longer stream: an explicit server_shutdown error, rows end', async () => {
@@ -256,24 +279,30 @@ describe('observability and graceful shutdown', () => {
       hasty.proc.child.kill('SIGTERM');
       await stream.done;
       const last = stream.events.at(-1);
-      assert.equal(last?.error?.code, 'server_shutdown', stream.text.slice(-500));
-      assert.ok(!stream.events.includes('[DONE]'));
+      expect({ code: last?.error?.code, message: stream.text.slice(-500) }).toEqual(
+        expect.objectContaining({ code: 'server_shutdown' }),
+      );
+      expect(stream.events).not.toContain('[DONE]');
       assertOpenAIError(await queued, 503, 'server_shutdown');
       const exit = await exitOf(hasty.proc, 15_000);
-      assert.equal(exit.code, 0, hasty.proc.output.slice(-2000));
+      expect({ code: exit.code, message: hasty.proc.output.slice(-2000) }).toEqual(
+        expect.objectContaining({ code: 0 }),
+      );
       const rows = await waitTasks(
         { orgId: tenant.org.id, modelId: streamer, errorCode: 'server_shutdown' },
         (r) => r.length === 2,
       );
       for (const row of rows) {
-        assert.equal(row.status, 'failed');
-        assert.ok(row.finishedAt);
+        expect(row.status).toBe('failed');
+        expect(row.finishedAt).toBeTruthy();
       }
       // The device was told to stop and serves the next request at once.
       const next = await chat(tenant.key, streamer, 'next one', { max_tokens: 2 });
-      assert.equal(next.status, 200, next.text);
+      expectStatus(next, 200);
       // docs/api.md (Streaming): an error event carries the type the same error has as an HTTP response.
-      assert.equal(last.error.type, 'service_unavailable_error', `error event: ${JSON.stringify(last)}`);
+      expect({ type: last.error.type, message: `error event: ${JSON.stringify(last)}` }).toEqual(
+        expect.objectContaining({ type: 'service_unavailable_error' }),
+      );
     });
 
     it('SIGTERM on a dispatcher with devices connected: it exits 0 within the grace period; its tasks end', async () => {
@@ -302,22 +331,26 @@ describe('observability and graceful shutdown', () => {
       await waitStatus(tenant.org.id, 'assigned', 10_000, { modelId: waitModel });
       leaving.proc.child.kill('SIGTERM');
       const exit = await exitOf(leaving.proc, 12_000);
-      assert.equal(exit.code, 0, leaving.proc.output.slice(-2000));
+      expect({ code: exit.code, message: leaving.proc.output.slice(-2000) }).toEqual(
+        expect.objectContaining({ code: 0 }),
+      );
       await streaming.done;
-      assert.equal(streaming.events.at(-1)?.error?.code, 'device_disconnected', streaming.text.slice(-400));
+      expect({ code: streaming.events.at(-1)?.error?.code, message: streaming.text.slice(-400) }).toEqual(
+        expect.objectContaining({ code: 'device_disconnected' }),
+      );
       const streamed = (
         await waitTasks({ address: streaming.events[0].task_address }, (r) => r[0]?.status === 'failed')
       )[0];
-      assert.equal(streamed.errorCode, 'device_disconnected');
+      expect(streamed.errorCode).toBe('device_disconnected');
       // The task without output went back to the queue; a device on the other dispatcher serves it.
       const requeued = await waitStatus(tenant.org.id, 'queued', 10_000, { modelId: waitModel });
-      assert.equal(requeued.deviceId, null);
+      expect(requeued.deviceId).toBeNull();
       const c = await createDevice();
       devices.push(await startDevice(dispatcher.url, c.token, { models: [waitModel], tokens: 2 }));
       const res = await assigned;
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       const done = (await waitTasks({ address: res.body.task_address }, (r) => r[0]?.status === 'completed'))[0];
-      assert.equal(done.attempts, 2);
+      expect(done.attempts).toBe(2);
     });
   });
 

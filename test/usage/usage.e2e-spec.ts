@@ -1,10 +1,10 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
 import { cli, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { adminAuth, assertOpenAIError, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
 import { MESSAGES, Relay } from '../relay-api/helpers';
+import { expectStatus } from '../support/expect-status';
 
 /** A task row as the suite inserts it, with the values the report must add up. */
 interface Row {
@@ -190,7 +190,7 @@ describe('usage reports', () => {
     'GET /v1/usage?group_by=%s adds up the caller’s task rows exactly',
     async (groupBy) => {
       const res = await usage(a.key, `?${MONTH_RANGE}&group_by=${groupBy}`);
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       expect(res.body).toEqual({
         object: 'list',
         from: `${MONTH}-01T00:00:00.000Z`,
@@ -205,8 +205,8 @@ describe('usage reports', () => {
     const from = '2030-05-02T03:30:00+02:00';
     const to = '2030-05-04T05:10:00Z';
     const res = await usage(a.key, `?from=${encodeURIComponent(from)}&to=${to}&group_by=day,model`);
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.from, '2030-05-02T01:30:00.000Z');
+    expectStatus(res, 200);
+    expect(res.body.from).toBe('2030-05-02T01:30:00.000Z');
     expect(res.body.data).toEqual(expected(a.org.id, ['day', 'model'], Date.parse(from), Date.parse(to)));
     const empty = await usage(a.key, `?from=2030-05-02T01:00:00Z&to=2030-05-02T01:00:00Z`);
     expect(empty.body.data).toEqual([]);
@@ -219,9 +219,9 @@ describe('usage reports', () => {
     ]);
     expect(ofB.body.data).toEqual(expected(b.org.id, ['key'], BASE, Date.parse('2030-06-01')));
     expect(ofB.body.data.map((r: any) => r.key)).toEqual([b.keyId]);
-    assert.ok(!ofA.text.includes(b.keyId));
+    expect(ofA.text).not.toContain(b.keyId);
     const admin = await adminUsage(`?${MONTH_RANGE}&org=${b.org.name}&group_by=model`);
-    assert.equal(admin.status, 200, admin.text);
+    expectStatus(admin, 200);
     expect(admin.body.data).toEqual(expected(b.org.id, ['model'], BASE, Date.parse('2030-06-01')));
     const all = await adminUsage(`?${MONTH_RANGE}&group_by=org`);
     expect(all.body.data.map((r: any) => [r.org, r.requests])).toEqual(
@@ -264,7 +264,7 @@ describe('usage reports', () => {
   ])('GET /v1/usage%s is 400 invalid_request naming %s', async (query, param) => {
     const res = await usage(a.key, query);
     const error = assertOpenAIError(res, 400, 'invalid_request', param);
-    assert.match(error.message, new RegExp(param));
+    expect(error.message).toMatch(new RegExp(param));
     const admin = await adminUsage(query);
     assertOpenAIError(admin, 400, 'invalid_request', param);
   });
@@ -276,9 +276,9 @@ describe('usage reports', () => {
       cli(args),
       adminUsage(`?${MONTH_RANGE}&org=${a.org.name}&group_by=model,status`),
     ]);
-    assert.equal(json.code, 0, json.stderr);
+    expect({ code: json.code, stderr: json.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     expect(JSON.parse(json.stdout)).toEqual(http.body);
-    assert.equal(human.code, 0, human.stderr);
+    expect({ code: human.code, stderr: human.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     const [header, ...lines] = human.stdout.trimEnd().split('\n');
     expect(header.split(/\s{2,}/)).toEqual([
       'MODEL',
@@ -296,10 +296,10 @@ describe('usage reports', () => {
       'DURATION_P50_MS',
       'DURATION_P95_MS',
     ]);
-    assert.equal(lines.length, http.body.data.length);
+    expect(lines.length).toBe(http.body.data.length);
     const bad = await cli(['--json', 'usage', '--by', 'region']);
-    assert.equal(bad.code, 1);
-    assert.equal(JSON.parse(bad.stderr).error.param, 'group_by');
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stderr).error.param).toBe('group_by');
   });
 
   test('task records say who counted their usage: usage.source on /v1/tasks and /admin/tasks', async () => {
@@ -329,7 +329,7 @@ describe('usage reports', () => {
     const viaAdmin = (address: string) =>
       http('GET', `${relay.api.url}/admin/tasks/${address}`, { headers: adminAuth() });
     for (const res of [await own(relayed), await viaAdmin(relayed)]) {
-      assert.equal(res.status, 200, res.text);
+      expectStatus(res, 200);
       expect(res.body.usage).toEqual({ prompt_tokens: 9, completion_tokens: 4, total_tokens: 13, source: 'relay' });
     }
     // A record that does not say (written before usage_source was kept) shows its usage as before.
@@ -351,10 +351,10 @@ describe('usage reports', () => {
     const month = { gte: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)), lt: new Date(BASE) };
     const tasks = await db().task.findMany({ where: { orgId: a.org.id, queuedAt: month } });
     expect(tasks.map((t) => t.status)).toEqual(['completed', 'completed', 'completed']);
-    assert.equal(tasks.length, 3);
+    expect(tasks).toHaveLength(3);
     const res = await usage(a.key, '?group_by=model');
-    assert.equal(res.status, 200, res.text);
-    assert.equal(res.body.from, new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString());
+    expectStatus(res, 200);
+    expect(res.body.from).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString());
     const row = res.body.data.find((r: any) => r.model === models[0]);
     expect([row.requests, row.completed, row.prompt_tokens, row.completion_tokens]).toEqual([
       3,
@@ -362,7 +362,7 @@ describe('usage reports', () => {
       tasks.reduce((n, t) => n + (t.promptTokens ?? 0), 0),
       tasks.reduce((n, t) => n + (t.completionTokens ?? 0), 0),
     ]);
-    assert.equal(typeof row.ttft_ms.p50, 'number');
-    assert.equal(typeof row.duration_ms.p95, 'number');
+    expect(typeof row.ttft_ms.p50).toBe('number');
+    expect(typeof row.duration_ms.p95).toBe('number');
   });
 });

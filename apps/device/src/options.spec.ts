@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type { DeviceOptions } from './options';
 import { parseArgs, parseModelMapping, USAGE_EXIT_CODE } from './options';
 
@@ -65,10 +64,10 @@ void describe('parseArgs', () => {
       'http://127.0.0.1:8081',
     ]);
     expect(options?.servers).toEqual(['http://127.0.0.1:8081', 'http://10.0.0.2:8081']);
-    assert.equal(options?.server, 'http://127.0.0.1:8081');
+    expect(options?.server).toBe('http://127.0.0.1:8081');
     const refused = parse(['--model', 'x', '--server', 'http://h:1/path']);
-    assert.equal(refused.exitCode, USAGE_EXIT_CODE);
-    assert.match(refused.stderr, /without a path/);
+    expect(refused.exitCode).toBe(USAGE_EXIT_CODE);
+    expect(refused.stderr).toMatch(/without a path/);
   });
 
   void it('reads several dispatchers from SWITCHYARD_SERVER, comma-separated', () => {
@@ -79,9 +78,11 @@ void describe('parseArgs', () => {
         writeOut: () => undefined,
         writeErr: () => undefined,
       });
-      assert.ok(result.ok);
+      if (!result.ok) {
+        throw new Error('expected result.ok');
+      }
       expect(result.options.servers).toEqual(['http://a:1', 'http://b:2']);
-      assert.equal(result.options.server, 'http://a:1');
+      expect(result.options.server).toBe('http://a:1');
     } finally {
       if (previous === undefined) {
         delete process.env.SWITCHYARD_SERVER;
@@ -105,15 +106,15 @@ void describe('parseArgs', () => {
 
   void it('keeps the sim backend as it was', () => {
     const { options } = parse(['--model', 'a=b', '--sim-tokens', '3']);
-    assert.equal(options?.backend.name, 'sim');
+    expect(options?.backend.name).toBe('sim');
     expect((options?.backend.options as { models: string[] }).models).toEqual(['a=b']);
   });
 
   void it('refuses options that do not fit the backend, and bad values', () => {
     const refused = (args: string[], message: RegExp) => {
       const { exitCode, stderr } = parse(args);
-      assert.equal(exitCode, USAGE_EXIT_CODE, args.join(' '));
-      assert.match(stderr, message);
+      expect({ exitCode, message: args.join(' ') }).toEqual(expect.objectContaining({ exitCode: USAGE_EXIT_CODE }));
+      expect(stderr).toMatch(message);
     };
     refused(['--backend', 'openai'], /needs --upstream/);
     refused(['--backend', 'ollama', '--sim-tokens', '3'], /--sim-tokens applies only to --backend sim/);

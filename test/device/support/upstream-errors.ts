@@ -1,10 +1,10 @@
-import assert from 'node:assert/strict';
 import { closeDb, createDevice, createTenant, startApi, startDispatcher, uniq } from '../../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../../support/stack';
 import { postSse } from '../../support/sse';
 import { chat, completionsUrl, startRuntimeDevice, taskRow } from './device';
 import type { ChatHandler } from './fake-runtimes';
 import { FakeOllama, FakeOpenAI } from './fake-runtimes';
+import { expectStatus } from '../../support/expect-status';
 
 interface ErrorCase {
   name: string;
@@ -219,17 +219,17 @@ export function upstreamErrorSuite(backend: 'ollama' | 'openai'): void {
     for (const c of cases) {
       it(`${c.name} → ${statusOf(c.code)} ${c.code}, and the agent serves the next request`, async () => {
         const res = await chat(api, tenant, { model: publicId(c.upstream) });
-        assert.equal(res.status, statusOf(c.code), res.text);
-        assert.equal(res.body.error.code, c.code);
-        assert.equal(res.body.error.type, statusOf(c.code) === 400 ? 'invalid_request_error' : 'server_error');
-        assert.match(res.body.error.message, c.message);
+        expect({ status: res.status, body: res.text }).toEqual(expect.objectContaining({ status: statusOf(c.code) }));
+        expect(res.body.error.code).toBe(c.code);
+        expect(res.body.error.type).toBe(statusOf(c.code) === 400 ? 'invalid_request_error' : 'server_error');
+        expect(res.body.error.message).toMatch(c.message);
         const row = await taskRow(tenant);
-        assert.equal(row.status, 'failed');
-        assert.equal(row.errorCode, c.code);
+        expect(row.status).toBe('failed');
+        expect(row.errorCode).toBe(c.code);
         const next = await chat(api, tenant, { model: publicId(healthy) });
-        assert.equal(next.status, 200, next.text);
-        assert.equal(next.body.choices[0].message.content, 'Still here.');
-        assert.equal(device.child.exitCode, null);
+        expectStatus(next, 200);
+        expect(next.body.choices[0].message.content).toBe('Still here.');
+        expect(device.child.exitCode).toBeNull();
       });
     }
 
@@ -239,16 +239,16 @@ export function upstreamErrorSuite(backend: 'ollama' | 'openai'): void {
         stream: true,
         messages: [{ role: 'user', content: 'go' }],
       });
-      assert.equal(res.status, 200);
+      expect(res.status).toBe(200);
       const content = res.events.flatMap((e) => e.choices ?? []).map((c: any) => c.delta?.content ?? '');
-      assert.equal(content.join(''), 'Hi');
-      assert.equal(res.events.at(-1).error.code, 'upstream_error');
-      assert.ok(!res.events.includes('[DONE]'));
-      assert.ok(!res.events.some((e) => e.choices?.some((c: any) => c.finish_reason)));
+      expect(content.join('')).toBe('Hi');
+      expect(res.events.at(-1).error.code).toBe('upstream_error');
+      expect(res.events).not.toContain('[DONE]');
+      expect(res.events.some((e) => e.choices?.some((c: any) => c.finish_reason))).toBe(false);
       const row = await taskRow(tenant);
-      assert.equal(row.errorCode, 'upstream_error');
+      expect(row.errorCode).toBe('upstream_error');
       // Output had been relayed: the row keeps its hash.
-      assert.match(row.outputSha256 ?? '', /^[0-9a-f]{64}$/);
+      expect(row.outputSha256 ?? '').toMatch(/^[0-9a-f]{64}$/);
     });
 
     it('keeps an explicit --model the runtime lacks announced, and says so in its log', async () => {

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -183,7 +182,7 @@ void describe('DeviceAgent', () => {
     await until(() => h.received.some((r) => r.event === 'announce'), 'announce');
     expect(h.auths[0]).toEqual({ token: GOOD_TOKEN, protocol: PROTOCOL_VERSION });
     const announce = h.received.find((r) => r.event === 'announce')!.payload;
-    assert.ok(announceSchema.safeParse(announce).success);
+    expect(announceSchema.safeParse(announce).success).toBe(true);
     expect(announce).toEqual({
       agent_version: announce.agent_version,
       backend: 'sim',
@@ -202,15 +201,15 @@ void describe('DeviceAgent', () => {
     await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
     const events = h.eventsOf(address);
     expect(events.map((e) => e.payload.seq)).toEqual(events.map((_, i) => i));
-    assert.equal(events.at(-1)!.event, 'task:done');
+    expect(events.at(-1)!.event).toBe('task:done');
     for (const e of events.slice(0, -1)) {
-      assert.equal(e.event, 'task:delta');
-      assert.ok(deltaSchema.safeParse(e.payload).success);
+      expect(e.event).toBe('task:delta');
+      expect(deltaSchema.safeParse(e.payload).success).toBe(true);
     }
     const done = events.at(-1)!.payload;
-    assert.ok(doneSchema.safeParse(done).success);
+    expect(doneSchema.safeParse(done).success).toBe(true);
     expect(done.finish_reasons).toEqual(['stop', 'stop']);
-    assert.equal((done.usage as { completion_tokens: number }).completion_tokens, 16);
+    expect((done.usage as { completion_tokens: number }).completion_tokens).toBe(16);
   });
 
   void it('refuses a second task while busy, and unknown models and missing features', async () => {
@@ -240,8 +239,8 @@ void describe('DeviceAgent', () => {
     expect(second.ack).toEqual({ accepted: true });
     const countAtAck = h.eventsOf(first.address).length;
     await until(() => h.eventsOf(second.address).some((r) => r.event === 'task:done'), 'second task:done');
-    assert.equal(h.eventsOf(first.address).length, countAtAck);
-    assert.ok(h.eventsOf(first.address).every((r) => r.event === 'task:delta'));
+    expect(h.eventsOf(first.address)).toHaveLength(countAtAck);
+    expect(h.eventsOf(first.address).every((r) => r.event === 'task:delta')).toBe(true);
   });
 
   void it('drops what it cannot read from the dispatcher, logs it, and keeps serving', async () => {
@@ -263,7 +262,7 @@ void describe('DeviceAgent', () => {
     await until(() => h.eventsOf(task.address).length > sent, 'more output of the running task');
     h.current().emit('task:cancel', { task_address: task.address });
     expect((await h.assign({ max_tokens: 2 })).ack).toEqual({ accepted: true });
-    assert.equal(h.sockets.length, 1);
+    expect(h.sockets).toHaveLength(1);
   });
 
   void it('does not trust an announce acknowledgement it cannot read', async () => {
@@ -273,7 +272,7 @@ void describe('DeviceAgent', () => {
     const { address, ack } = await h.assign();
     expect(ack).toEqual({ accepted: true });
     await until(() => h.eventsOf(address).some((r) => r.event === 'task:done'), 'task:done');
-    assert.equal(h.sockets.length, 1);
+    expect(h.sockets).toHaveLength(1);
   });
 
   for (const how of ['transport close', 'server disconnect'] as const) {
@@ -293,14 +292,14 @@ void describe('DeviceAgent', () => {
         'reconnect',
       );
       const reannounce = h.received.filter((r) => r.event === 'announce')[1].payload;
-      assert.equal(reannounce.running_task, null);
-      assert.equal(reannounce.available, true);
+      expect(reannounce.running_task).toBeNull();
+      expect(reannounce.available).toBe(true);
       // Free for a new task on the new connection, and nothing of the old task arrives there.
       const next = await h.assign({ max_tokens: 2 });
       expect(next.ack).toEqual({ accepted: true });
       await until(() => h.eventsOf(next.address).some((r) => r.event === 'task:done'), 'task:done');
-      assert.ok(h.eventsOf(task.address).every((r) => r.socketId === old.id));
-      assert.ok(!h.eventsOf(task.address).some((r) => r.event !== 'task:delta'));
+      expect(h.eventsOf(task.address).every((r) => r.socketId === old.id)).toBe(true);
+      expect(h.eventsOf(task.address).some((r) => r.event !== 'task:delta')).toBe(false);
     });
   }
 
@@ -309,11 +308,11 @@ void describe('DeviceAgent', () => {
     const h = await harness({}, GOOD_TOKEN, backend);
     const announces = () => h.received.filter((r) => r.event === 'announce').map((r) => r.payload);
     await until(() => announces().length === 1, 'announce');
-    assert.equal(announces()[0].available, true);
+    expect(announces()[0].available).toBe(true);
 
     backend.change({ up: false });
     await until(() => announces().length === 2, 'unavailable announce');
-    assert.equal(announces()[1].available, false);
+    expect(announces()[1].available).toBe(false);
     expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'upstream_unavailable' });
 
     backend.change({ up: true, served: ['sim-model', 'pulled'], features: ['tools', 'logprobs'] });
@@ -331,8 +330,8 @@ void describe('DeviceAgent', () => {
   void it('exits 1 when the dispatcher refuses its token', async () => {
     const h = await harness({}, `syd_${'b'.repeat(40)}`);
     await until(() => h.exitCode() !== null, 'exit');
-    assert.equal(h.exitCode(), 1);
-    assert.equal(h.sockets.length, 0);
+    expect(h.exitCode()).toBe(1);
+    expect(h.sockets).toHaveLength(0);
   });
 
   void it('on the first signal announces unavailable, finishes its task, then exits 0', async () => {
@@ -342,13 +341,13 @@ void describe('DeviceAgent', () => {
     await until(() => h.eventsOf(task.address).length >= 1, 'first delta');
     h.agent.shutdown('SIGTERM');
     await until(() => h.received.filter((r) => r.event === 'announce').length === 2, 'second announce');
-    assert.equal(h.received.filter((r) => r.event === 'announce')[1].payload.available, false);
+    expect(h.received.filter((r) => r.event === 'announce')[1].payload.available).toBe(false);
     expect((await h.assign()).ack).toEqual({ accepted: false, reason: 'shutting_down' });
     await until(() => h.exitCode() !== null, 'exit');
-    assert.equal(h.exitCode(), 0);
+    expect(h.exitCode()).toBe(0);
     const events = h.eventsOf(task.address);
-    assert.equal(events.at(-1)!.event, 'task:done');
-    assert.equal(events.length, 41);
+    expect(events.at(-1)!.event).toBe('task:done');
+    expect(events).toHaveLength(41);
   });
 
   void it('on the second signal ends its task with device_shutdown and exits 0', async () => {
@@ -359,38 +358,20 @@ void describe('DeviceAgent', () => {
     h.agent.shutdown('SIGINT');
     h.agent.shutdown('SIGINT');
     await until(() => h.exitCode() !== null, 'exit');
-    assert.equal(h.exitCode(), 0);
+    expect(h.exitCode()).toBe(0);
     await until(() => h.eventsOf(task.address).some((r) => r.event === 'task:error'), 'task:error');
     const last = h.eventsOf(task.address).at(-1)!;
-    assert.equal(last.event, 'task:error');
-    assert.equal(last.payload.code, 'device_shutdown');
-    assert.ok(taskErrorSchema.safeParse(last.payload).success);
+    expect(last.event).toBe('task:error');
+    expect(last.payload.code).toBe('device_shutdown');
+    expect(taskErrorSchema.safeParse(last.payload).success).toBe(true);
   });
 
   void it('backs off exponentially with jitter, capped at 10 s', () => {
-    assert.equal(
-      backoffDelay(0, () => 0.5),
-      500,
-    );
-    assert.equal(
-      backoffDelay(1, () => 0.5),
-      1000,
-    );
-    assert.equal(
-      backoffDelay(0, () => 0),
-      250,
-    );
-    assert.equal(
-      backoffDelay(0, () => 1),
-      750,
-    );
-    assert.equal(
-      backoffDelay(50, () => 1),
-      10_000,
-    );
-    assert.equal(
-      backoffDelay(50, () => 0),
-      5_000,
-    );
+    expect(backoffDelay(0, () => 0.5)).toBe(500);
+    expect(backoffDelay(1, () => 0.5)).toBe(1000);
+    expect(backoffDelay(0, () => 0)).toBe(250);
+    expect(backoffDelay(0, () => 1)).toBe(750);
+    expect(backoffDelay(50, () => 1)).toBe(10_000);
+    expect(backoffDelay(50, () => 0)).toBe(5_000);
   });
 });

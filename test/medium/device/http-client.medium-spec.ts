@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +18,8 @@ async function until(predicate: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !predicate(); i++) {
     await new Promise((r) => setTimeout(r, 5));
   }
-  assert.ok(predicate(), 'condition not reached in time');
+  // condition not reached in time
+  expect(predicate()).toBe(true);
 }
 
 const request = (url: URL, signal = new AbortController().signal) =>
@@ -58,7 +58,7 @@ void describe('upstream HTTP client', () => {
     const pending = request(url, before.signal);
     await until(() => seen.received === 1);
     before.abort();
-    await assert.rejects(pending, { code: 'cancelled' });
+    await expect(pending).rejects.toMatchObject({ code: 'cancelled' });
     await until(() => seen.closed === 1);
 
     // Mid-stream.
@@ -68,7 +68,7 @@ void describe('upstream HTTP client', () => {
     const lines = readLines(res, streaming, during.signal);
     expect(await lines.next()).toEqual({ done: false, value: '{"first":true}' });
     during.abort();
-    await assert.rejects(lines.next(), { code: 'cancelled' });
+    await expect(lines.next()).rejects.toMatchObject({ code: 'cancelled' });
     await until(() => seen.closed === 2);
   });
 
@@ -76,7 +76,7 @@ void describe('upstream HTTP client', () => {
     const url = await serve(() => undefined);
     servers.pop()!.close();
     await new Promise((r) => setTimeout(r, 20));
-    await assert.rejects(request(url), { code: 'upstream_unreachable' });
+    await expect(request(url)).rejects.toMatchObject({ code: 'upstream_unreachable' });
   });
 
   void it('sends the API key as a bearer token', async () => {
@@ -93,7 +93,7 @@ void describe('upstream HTTP client', () => {
       connectTimeoutMs: 1000,
     });
     res.resume();
-    assert.equal(auth, 'Bearer k-123');
+    expect(auth).toBe('Bearer k-123');
   });
 
   void it('reads the error bodies of Ollama, OpenAI, old vLLM, FastAPI and plain text', () => {
@@ -115,38 +115,34 @@ void describe('upstream HTTP client', () => {
   void it('classifies HTTP errors into task error codes', () => {
     const code = (status: number, message: string, extra: { code?: string; type?: string } = {}) =>
       httpError(status, { message, ...extra }).code;
-    assert.equal(code(404, "model 'llama3:70b' not found"), 'model_not_found');
-    assert.equal(code(404, 'The model `x` does not exist.'), 'model_not_found');
-    assert.equal(
-      code(400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."),
+    expect(code(404, "model 'llama3:70b' not found")).toBe('model_not_found');
+    expect(code(404, 'The model `x` does not exist.')).toBe('model_not_found');
+    expect(code(400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.")).toBe(
       'context_length_exceeded',
     );
-    assert.equal(
-      code(400, 'the request exceeds the available context size, try increasing it'),
+    expect(code(400, 'the request exceeds the available context size, try increasing it')).toBe(
       'context_length_exceeded',
     );
-    assert.equal(code(400, 'x', { type: 'exceed_context_size_error' }), 'context_length_exceeded');
-    assert.equal(code(400, 'x', { code: 'context_length_exceeded' }), 'context_length_exceeded');
-    assert.equal(
-      code(400, 'Input prompt (5000 tokens) is too long and exceeds limit of 4096'),
+    expect(code(400, 'x', { type: 'exceed_context_size_error' })).toBe('context_length_exceeded');
+    expect(code(400, 'x', { code: 'context_length_exceeded' })).toBe('context_length_exceeded');
+    expect(code(400, 'Input prompt (5000 tokens) is too long and exceeds limit of 4096')).toBe(
       'context_length_exceeded',
     );
-    assert.equal(
-      code(500, 'input is too large to process. increase the physical batch size'),
+    expect(code(500, 'input is too large to process. increase the physical batch size')).toBe(
       'context_length_exceeded',
     );
-    assert.equal(code(400, '"gemma2:2b" does not support tools'), 'unsupported_by_model');
-    assert.equal(code(401, 'invalid api key'), 'upstream_unauthorized');
-    assert.equal(code(429, 'slow down'), 'upstream_busy');
-    assert.equal(code(500, 'CUDA error'), 'upstream_error');
-    assert.equal(code(503, 'Loading model'), 'upstream_error');
-    assert.match(httpError(502, { message: 'bad gateway' }).message, /HTTP 502/);
-    assert.equal(code(400, 'invalid temperature'), 'upstream_bad_request');
+    expect(code(400, '"gemma2:2b" does not support tools')).toBe('unsupported_by_model');
+    expect(code(401, 'invalid api key')).toBe('upstream_unauthorized');
+    expect(code(429, 'slow down')).toBe('upstream_busy');
+    expect(code(500, 'CUDA error')).toBe('upstream_error');
+    expect(code(503, 'Loading model')).toBe('upstream_error');
+    expect(httpError(502, { message: 'bad gateway' }).message).toMatch(/HTTP 502/);
+    expect(code(400, 'invalid temperature')).toBe('upstream_bad_request');
   });
 
   void it('appends endpoint paths to the base path', () => {
-    assert.equal(endpoint(new URL('http://h:8000/v1'), '/models').href, 'http://h:8000/v1/models');
-    assert.equal(endpoint(new URL('http://h:8000/v1/'), '/models').href, 'http://h:8000/v1/models');
-    assert.equal(endpoint(new URL('http://h:11434'), '/api/chat').href, 'http://h:11434/api/chat');
+    expect(endpoint(new URL('http://h:8000/v1'), '/models').href).toBe('http://h:8000/v1/models');
+    expect(endpoint(new URL('http://h:8000/v1/'), '/models').href).toBe('http://h:8000/v1/models');
+    expect(endpoint(new URL('http://h:11434'), '/api/chat').href).toBe('http://h:11434/api/chat');
   });
 });

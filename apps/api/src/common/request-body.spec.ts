@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { PassThrough, Readable } from 'node:stream';
 import { AppError } from '@app/common';
 import { DISCARD_MAX_BYTES, readBody } from './request-body';
@@ -10,7 +9,9 @@ async function code(promise: Promise<unknown>): Promise<string> {
     await promise;
     return 'ok';
   } catch (error) {
-    assert.ok(error instanceof AppError, String(error));
+    if (!(error instanceof AppError)) {
+      throw new Error(String(error));
+    }
     return error.code;
   }
 }
@@ -18,22 +19,23 @@ async function code(promise: Promise<unknown>): Promise<string> {
 describe('readBody', () => {
   it('returns a body within the limit, whole', async () => {
     const body = await readBody(chunks([10, 20, 30]), 60, 100);
-    assert.equal(body.length, 60);
-    assert.equal((await readBody(chunks([100]), NaN, 100)).length, 100);
+    expect(body).toHaveLength(60);
+    expect(await readBody(chunks([100]), NaN, 100)).toHaveLength(100);
   });
 
   it('reads a body over the limit to its end before refusing it (the client sees the 413, not a reset)', async () => {
     const stream = chunks([64, 64, 64, 64]);
-    assert.equal(await code(readBody(stream, 256, 100)), 'request_too_large');
-    assert.equal(stream.readableEnded, true, 'the whole body was read');
+    expect(await code(readBody(stream, 256, 100))).toBe('request_too_large');
+    // the whole body was read
+    expect(stream.readableEnded).toBe(true);
     const chunked = chunks([64, 64, 64]);
-    assert.equal(await code(readBody(chunked, NaN, 100)), 'request_too_large');
-    assert.equal(chunked.readableEnded, true);
+    expect(await code(readBody(chunked, NaN, 100))).toBe('request_too_large');
+    expect(chunked.readableEnded).toBe(true);
   });
 
   it('refuses at once a body declared larger than the discard bound, and stops reading one that grows past it', async () => {
     const stream = new PassThrough();
-    assert.equal(await code(readBody(stream, 100 + DISCARD_MAX_BYTES + 1, 100)), 'request_too_large');
+    expect(await code(readBody(stream, 100 + DISCARD_MAX_BYTES + 1, 100))).toBe('request_too_large');
     const endless = new PassThrough();
     const refused = code(readBody(endless, NaN, 100));
     const piece = Buffer.alloc(1024 * 1024);
@@ -41,15 +43,16 @@ describe('readBody', () => {
       endless.write(piece);
       await new Promise((r) => setImmediate(r));
     }
-    assert.equal(await refused, 'request_too_large');
-    assert.equal(endless.readableEnded, false, 'it did not wait for the end');
+    expect(await refused).toBe('request_too_large');
+    // it did not wait for the end
+    expect(endless.readableEnded).toBe(false);
   });
 
   it('keeps nothing of a body for a route that takes none, and still reads it to its end', async () => {
     const stream = chunks([64, 64]);
-    assert.equal((await readBody(stream, 128, 100 + 28, false)).length, 0);
-    assert.equal(stream.readableEnded, true);
-    assert.equal(await code(readBody(chunks([64, 64, 64]), NaN, 100, false)), 'request_too_large');
+    expect(await readBody(stream, 128, 100 + 28, false)).toHaveLength(0);
+    expect(stream.readableEnded).toBe(true);
+    expect(await code(readBody(chunks([64, 64, 64]), NaN, 100, false))).toBe('request_too_large');
   });
 
   it('a body that breaks off is a client error, not a 500', async () => {
@@ -57,6 +60,6 @@ describe('readBody', () => {
     const pending = code(readBody(stream, 1000, 2000));
     stream.write(Buffer.alloc(10));
     stream.destroy(new Error('aborted'));
-    assert.equal(await pending, 'invalid_request');
+    expect(await pending).toBe('invalid_request');
   });
 });

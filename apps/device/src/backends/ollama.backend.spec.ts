@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type { ChatParams } from '@app/common/protocol/chat';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
@@ -95,42 +94,40 @@ void describe('ollamaChatRequest', () => {
       presence_penalty: 0.5,
       frequency_penalty: -0.5,
     });
-    assert.equal(body.format, 'json');
-    assert.equal(body.think, 'high');
-    assert.equal(ollamaChatRequest('m', { ...base, reasoning_effort: 'low' }, false).think, true);
+    expect(body.format).toBe('json');
+    expect(body.think).toBe('high');
+    expect(ollamaChatRequest('m', { ...base, reasoning_effort: 'low' }, false).think).toBe(true);
     const schema = { type: 'object', properties: { a: { type: 'string' } } };
     expect(
       ollamaChatRequest('m', { ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } })
         .format,
     ).toEqual(schema);
-    assert.equal('think' in ollamaChatRequest('m', base), false);
-    assert.equal('format' in ollamaChatRequest('m', { ...base, response_format: { type: 'text' } }), false);
+    expect('think' in ollamaChatRequest('m', base)).toBe(false);
+    expect('format' in ollamaChatRequest('m', { ...base, response_format: { type: 'text' } })).toBe(false);
   });
 
   void it('sends no tools with tool_choice none, and logprobs when asked', () => {
     const base: ChatParams = { messages: [{ role: 'user', content: 'x' }], max_tokens: 10 };
     const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'f' } }];
-    assert.equal('tools' in ollamaChatRequest('m', { ...base, tools, tool_choice: 'none' }), false);
+    expect('tools' in ollamaChatRequest('m', { ...base, tools, tool_choice: 'none' })).toBe(false);
     const body = ollamaChatRequest('m', { ...base, logprobs: true, top_logprobs: 3 });
-    assert.equal(body.logprobs, true);
-    assert.equal(body.top_logprobs, 3);
+    expect(body.logprobs).toBe(true);
+    expect(body.top_logprobs).toBe(3);
   });
 
   void it('refuses tool call arguments that are not a JSON object', () => {
-    assert.throws(
-      () =>
-        ollamaChatRequest('m', {
-          messages: [
-            {
-              role: 'assistant',
-              content: null,
-              tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '[1]' } }],
-            },
-          ],
-          max_tokens: 1,
-        }),
-      { code: 'invalid_request' },
-    );
+    expect(() =>
+      ollamaChatRequest('m', {
+        messages: [
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '[1]' } }],
+          },
+        ],
+        max_tokens: 1,
+      }),
+    ).toThrow(expect.objectContaining({ code: 'invalid_request' }));
   });
 });
 
@@ -139,8 +136,8 @@ void describe('OllamaChatStream', () => {
     const stream = new OllamaChatStream(0);
     expect(stream.push(chunk({ content: '', thinking: 'Hmm.' }))).toEqual({ index: 0, reasoning: 'Hmm.' });
     expect(stream.push(chunk({ content: 'Hi' }))).toEqual({ index: 0, content: 'Hi' });
-    assert.equal(stream.push(chunk({ content: '' })), null);
-    assert.equal(stream.done, false);
+    expect(stream.push(chunk({ content: '' }))).toBeNull();
+    expect(stream.done).toBe(false);
     const final = line({
       model: 'm',
       created_at: '2025-01-01T00:00:00Z',
@@ -151,8 +148,8 @@ void describe('OllamaChatStream', () => {
       prompt_eval_count: 7,
       eval_count: 3,
     });
-    assert.equal(stream.push(final), null);
-    assert.equal(stream.done, true);
+    expect(stream.push(final)).toBeNull();
+    expect(stream.done).toBe(true);
     expect(stream.result()).toEqual({
       finish_reasons: ['length'],
       usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
@@ -162,8 +159,10 @@ void describe('OllamaChatStream', () => {
   void it('emits tool calls whole with JSON string arguments and finishes with tool_calls', () => {
     const stream = new OllamaChatStream(0);
     const delta = stream.push(chunk({ content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }));
-    assert.equal(delta?.tool_calls?.length, 1);
-    assert.match(delta.tool_calls[0].id, /^call_[0-9a-f]{24}$/);
+    if (delta?.tool_calls?.length !== 1) {
+      throw new Error(`expected delta?.tool_calls?.length to be 1, got ${String(delta?.tool_calls?.length)}`);
+    }
+    expect(delta.tool_calls[0].id).toMatch(/^call_[0-9a-f]{24}$/);
     expect(delta.tool_calls[0].function).toEqual({ name: 'f', arguments: '{"a":1}' });
     stream.push(line({ message: { role: 'assistant', content: '' }, done: true, done_reason: 'stop' }));
     expect(stream.result()).toEqual({ finish_reasons: ['tool_calls'], usage: null });
@@ -199,29 +198,30 @@ void describe('OllamaChatStream', () => {
   });
 
   void it('throws upstream errors, malformed lines and a stream cut short', () => {
-    assert.throws(() => new OllamaChatStream(0).push('{"message":'), { code: 'upstream_bad_response' });
-    assert.throws(() => new OllamaChatStream(0).push('[1,2]'), { code: 'upstream_bad_response' });
-    assert.throws(
-      () => new OllamaChatStream(0).push(line({ error: 'an error was encountered while running the model' })),
-      {
-        code: 'upstream_error',
-      },
+    expect(() => new OllamaChatStream(0).push('{"message":')).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response' }),
     );
+    expect(() => new OllamaChatStream(0).push('[1,2]')).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response' }),
+    );
+    expect(() =>
+      new OllamaChatStream(0).push(line({ error: 'an error was encountered while running the model' })),
+    ).toThrow(expect.objectContaining({ code: 'upstream_error' }));
     const cut = new OllamaChatStream(0);
     cut.push(chunk({ content: 'a' }));
-    assert.throws(() => cut.result(), { code: 'upstream_bad_response' });
+    expect(() => cut.result()).toThrow(expect.objectContaining({ code: 'upstream_bad_response' }));
   });
 });
 
 void describe('versionAtLeast', () => {
   void it('compares dotted versions, and knows nothing of unknown or dev builds', () => {
-    assert.equal(versionAtLeast('0.12.11', [0, 12, 11]), true);
-    assert.equal(versionAtLeast('0.13.0-rc1', [0, 12, 11]), true);
-    assert.equal(versionAtLeast('1.0.0', [0, 12, 11]), true);
-    assert.equal(versionAtLeast('0.12.10', [0, 12, 11]), false);
-    assert.equal(versionAtLeast('0.9.99', [0, 12, 11]), false);
-    assert.equal(versionAtLeast('0.0.0', [0, 12, 11]), false);
-    assert.equal(versionAtLeast(null, [0, 12, 11]), false);
-    assert.equal(versionAtLeast('dev', [0, 12, 11]), false);
+    expect(versionAtLeast('0.12.11', [0, 12, 11])).toBe(true);
+    expect(versionAtLeast('0.13.0-rc1', [0, 12, 11])).toBe(true);
+    expect(versionAtLeast('1.0.0', [0, 12, 11])).toBe(true);
+    expect(versionAtLeast('0.12.10', [0, 12, 11])).toBe(false);
+    expect(versionAtLeast('0.9.99', [0, 12, 11])).toBe(false);
+    expect(versionAtLeast('0.0.0', [0, 12, 11])).toBe(false);
+    expect(versionAtLeast(null, [0, 12, 11])).toBe(false);
+    expect(versionAtLeast('dev', [0, 12, 11])).toBe(false);
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
@@ -90,8 +89,8 @@ void describe('openaiChatRequest: web search and stop text', () => {
     };
     const body = openaiChatRequest('m', params);
     expect(body.web_search_options).toEqual({ search_context_size: 'low' });
-    assert.equal(body.stop, undefined);
-    assert.equal(body.include_stop_str_in_output, undefined);
+    expect(body.stop).toBeUndefined();
+    expect(body.include_stop_str_in_output).toBeUndefined();
     expect(openaiChatRequest('m', { ...params, include_stop_str_in_output: undefined }).stop).toEqual(['END']);
   });
 });
@@ -182,26 +181,30 @@ void describe('OpenAIChatStream', () => {
   void it('refuses a server that ignored n or logprobs, a cut stream, errors and garbage', () => {
     const ignoredN = new OpenAIChatStream(2, false, 0);
     feed(ignoredN, [chunk([{ index: 0, delta: { content: 'a' }, finish_reason: 'stop' }]), event('[DONE]')]);
-    assert.throws(() => ignoredN.result(), { code: 'upstream_bad_response', message: /n=2/ });
+    expect(() => ignoredN.result()).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response', message: expect.stringMatching(/n=2/) }),
+    );
 
     const ignoredLogprobs = new OpenAIChatStream(1, true, 0);
     feed(ignoredLogprobs, [chunk([{ index: 0, delta: { content: 'a' }, finish_reason: 'stop' }]), event('[DONE]')]);
-    assert.throws(() => ignoredLogprobs.result(), { code: 'upstream_bad_response', message: /logprobs/ });
+    expect(() => ignoredLogprobs.result()).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response', message: expect.stringMatching(/logprobs/) }),
+    );
 
     const cut = new OpenAIChatStream(1, false, 0);
     feed(cut, [chunk([{ index: 0, delta: { content: 'a' } }])]);
-    assert.throws(() => cut.result(), { code: 'upstream_bad_response' });
+    expect(() => cut.result()).toThrow(expect.objectContaining({ code: 'upstream_bad_response' }));
 
-    assert.throws(() => new OpenAIChatStream(1, false, 0).push(event('{oops')), { code: 'upstream_bad_response' });
-    assert.throws(() => new OpenAIChatStream(1, false, 0).push(chunk([{ index: 3, delta: {} }])), {
-      code: 'upstream_bad_response',
-    });
-    assert.throws(
-      () =>
-        new OpenAIChatStream(1, false, 0).push(
-          event({ error: { message: 'CUDA out of memory', type: 'server_error' } }),
-        ),
-      { code: 'upstream_error', message: /CUDA out of memory/ },
+    expect(() => new OpenAIChatStream(1, false, 0).push(event('{oops'))).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response' }),
+    );
+    expect(() => new OpenAIChatStream(1, false, 0).push(chunk([{ index: 3, delta: {} }]))).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response' }),
+    );
+    expect(() =>
+      new OpenAIChatStream(1, false, 0).push(event({ error: { message: 'CUDA out of memory', type: 'server_error' } })),
+    ).toThrow(
+      expect.objectContaining({ code: 'upstream_error', message: expect.stringMatching(/CUDA out of memory/) }),
     );
   });
 });
@@ -216,7 +219,7 @@ void describe('SseDecoder', () => {
       { event: 'x', data: 'one\ntwo' },
     ]);
     expect(decoder.end()).toEqual({ event: 'message', data: '[DONE]' });
-    assert.equal(decoder.end(), null);
+    expect(decoder.end()).toBeNull();
     const errors = new SseDecoder();
     errors.line('error: {"message":"boom"}');
     expect(errors.line('')).toEqual({ event: 'error', data: '{"message":"boom"}' });

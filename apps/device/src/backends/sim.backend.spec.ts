@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type { BackendResult } from './backend';
@@ -49,20 +48,20 @@ void describe('SimBackend', () => {
     const b = await run(fast(), params());
     expect(a.deltas).toEqual(b.deltas);
     expect(a.result).toEqual(b.result);
-    assert.equal(a.content[0].split(' ').length, 24);
-    assert.equal(a.result.finish_reasons[0], 'stop');
+    expect(a.content[0].split(' ')).toHaveLength(24);
+    expect(a.result.finish_reasons[0]).toBe('stop');
 
     const other = await run(fast(), params({ messages: [{ role: 'user', content: 'Something else entirely.' }] }));
-    assert.notEqual(other.content[0], a.content[0]);
+    expect(other.content[0]).not.toBe(a.content[0]);
   });
 
   void it('emits one word per delta, with a leading space after the first', async () => {
     const { deltas } = await run(fast(), params());
-    assert.equal(deltas.length, 24);
+    expect(deltas).toHaveLength(24);
     deltas.forEach((d, i) => {
-      assert.equal(d.length, 1);
+      expect(d).toHaveLength(1);
       const text = d[0].content ?? '';
-      assert.match(text, i === 0 ? /^\S+$/ : /^ \S+$/);
+      expect(text).toMatch(i === 0 ? /^\S+$/ : /^ \S+$/);
     });
   });
 
@@ -74,16 +73,16 @@ void describe('SimBackend', () => {
 
   void it('reports no usage without the stream_usage feature', async () => {
     const { result } = await run(fast({ features: ['tools'] }), params());
-    assert.equal(result.usage, null);
+    expect(result.usage).toBeNull();
   });
 
   void it('stops at max_tokens with finish_reason length', async () => {
     const full = await run(fast(), params());
     const cut = await run(fast(), params({ max_tokens: 5 }));
-    assert.equal(cut.deltas.length, 5);
+    expect(cut.deltas).toHaveLength(5);
     expect(cut.result.finish_reasons).toEqual(['length']);
-    assert.equal(cut.result.usage?.completion_tokens, 5);
-    assert.ok(full.content[0].startsWith(cut.content[0]));
+    expect(cut.result.usage?.completion_tokens).toBe(5);
+    expect(full.content[0].startsWith(cut.content[0])).toBe(true);
   });
 
   void it('finishes with stop when the reply fits max_tokens exactly', async () => {
@@ -97,10 +96,10 @@ void describe('SimBackend', () => {
     // A stop string that begins inside a word, so the last emitted piece is a partial token.
     const stop = words[6].slice(2) + ' ' + words[7];
     const at = full.indexOf(stop);
-    assert.ok(at > 0);
+    expect(at).toBeGreaterThan(0);
     const { content, result } = await run(fast(), params({ stop: ['never-appears', stop] }));
-    assert.equal(content[0], full.slice(0, at));
-    assert.ok(!content[0].includes(stop));
+    expect(content[0]).toBe(full.slice(0, at));
+    expect(content[0]).not.toContain(stop);
     expect(result.finish_reasons).toEqual(['stop']);
   });
 
@@ -110,36 +109,36 @@ void describe('SimBackend', () => {
     const stop = words[6].slice(2) + ' ' + words[7];
     const at = full.indexOf(stop);
     const { content, result } = await run(fast(), params({ stop: [stop], include_stop_str_in_output: true }));
-    assert.equal(content[0], full.slice(0, at + stop.length));
-    assert.ok(content[0].endsWith(stop));
+    expect(content[0]).toBe(full.slice(0, at + stop.length));
+    expect(content[0].endsWith(stop)).toBe(true);
     expect(result.finish_reasons).toEqual(['stop']);
   });
 
   void it('counts the tokens of every choice in completion_tokens with n > 1', async () => {
     const { deltas, result } = await run(fast({ tokens: 5 }), params({ n: 2 }));
     const pieces = deltas.flat().filter((d) => d.content !== undefined).length;
-    assert.equal(pieces, 10);
-    assert.equal(result.usage?.completion_tokens, 10);
+    expect(pieces).toBe(10);
+    expect(result.usage?.completion_tokens).toBe(10);
   });
 
   void it('reports length when the stop string lies beyond max_tokens', async () => {
     const full = (await run(fast(), params())).content[0];
     const words = full.split(' ');
     const stop = ` ${words[19]} ${words[20]}`;
-    assert.ok(full.indexOf(stop) >= words.slice(0, 3).join(' ').length);
+    expect(full.indexOf(stop)).toBeGreaterThanOrEqual(words.slice(0, 3).join(' ').length);
     const { result, deltas } = await run(fast(), params({ stop: [stop], max_tokens: 3 }));
     expect(result.finish_reasons).toEqual(['length']);
-    assert.equal(deltas.length, 3);
+    expect(deltas).toHaveLength(3);
   });
 
   void it('generates n choices, each with its own seed and finish reason', async () => {
     const { deltas, result, content } = await run(fast(), params({ n: 3 }));
-    assert.equal(result.finish_reasons.length, 3);
+    expect(result.finish_reasons).toHaveLength(3);
     expect([...new Set(deltas.flat().map((c) => c.index))].sort()).toEqual([0, 1, 2]);
-    assert.equal(new Set(content).size, 3);
-    assert.equal(result.usage?.completion_tokens, 72);
+    expect(new Set(content).size).toBe(3);
+    expect(result.usage?.completion_tokens).toBe(72);
     // Choice 0 of n=3 is the same reply as the single choice.
-    assert.equal(content[0], (await run(fast(), params())).content[0]);
+    expect(content[0]).toBe((await run(fast(), params())).content[0]);
   });
 
   void it('calls the first tool once, whole, with JSON arguments', async () => {
@@ -165,24 +164,26 @@ void describe('SimBackend', () => {
     const b = await run(fast(), params({ tools }));
     expect(a.deltas).toEqual(b.deltas);
     const calls = a.deltas.flat().flatMap((c) => c.tool_calls ?? []);
-    assert.equal(calls.length, 1);
-    assert.equal(a.content[0] ?? '', '');
-    assert.match(calls[0].id, /^call_[0-9a-f]{24}$/);
-    assert.equal(calls[0].type, 'function');
-    assert.equal(calls[0].function.name, 'get_weather');
+    expect(calls).toHaveLength(1);
+    expect(a.content[0] ?? '').toBe('');
+    expect(calls[0].id).toMatch(/^call_[0-9a-f]{24}$/);
+    expect(calls[0].type).toBe('function');
+    expect(calls[0].function.name).toBe('get_weather');
     const args = JSON.parse(calls[0].function.arguments) as Record<string, unknown>;
-    assert.equal(typeof args.city, 'string');
-    assert.ok(args.unit === 'c' || args.unit === 'f');
-    assert.ok(Number.isInteger(args.days) && (args.days as number) >= 1 && (args.days as number) <= 7);
+    expect(typeof args.city).toBe('string');
+    expect(args.unit === 'c' || args.unit === 'f').toBe(true);
+    expect(Number.isInteger(args.days)).toBe(true);
+    expect(args.days as number).toBeGreaterThanOrEqual(1);
+    expect(args.days as number).toBeLessThanOrEqual(7);
     expect(a.result.finish_reasons).toEqual(['tool_calls']);
-    assert.ok((a.result.usage?.completion_tokens ?? 0) > 0);
+    expect(a.result.usage?.completion_tokens ?? 0).toBeGreaterThan(0);
   });
 
   void it('answers in words with tool_choice none, or after a tool result', async () => {
     const tools: ChatParams['tools'] = [{ type: 'function', function: { name: 'lookup' } }];
     const none = await run(fast(), params({ tools, tool_choice: 'none' }));
     expect(none.result.finish_reasons).toEqual(['stop']);
-    assert.ok(none.content[0].length > 0);
+    expect(none.content[0].length).toBeGreaterThan(0);
 
     const afterTool = await run(
       fast(),
@@ -201,15 +202,15 @@ void describe('SimBackend', () => {
     );
     expect(afterTool.result.finish_reasons).toEqual(['stop']);
     const toolArgs = (await run(fast(), params({ tools }))).deltas.flat().find((c) => c.tool_calls)?.tool_calls?.[0];
-    assert.equal(toolArgs?.function.arguments, '{}');
+    expect(toolArgs?.function.arguments).toBe('{}');
   });
 
   void it('emits a valid JSON object for json_object, in several pieces', async () => {
     const { content, deltas, result } = await run(fast(), params({ response_format: { type: 'json_object' } }));
-    assert.ok(deltas.length > 3);
+    expect(deltas.length).toBeGreaterThan(3);
     const value = JSON.parse(content[0]) as unknown;
-    assert.equal(typeof value, 'object');
-    assert.equal(typeof (value as { reply?: unknown }).reply, 'string');
+    expect(typeof value).toBe('object');
+    expect(typeof (value as { reply?: unknown }).reply).toBe('string');
     expect(result.finish_reasons).toEqual(['stop']);
   });
 
@@ -232,42 +233,45 @@ void describe('SimBackend', () => {
     );
     const value = JSON.parse(content[0]) as Record<string, unknown>;
     expect(Object.keys(value)).toEqual(['title', 'score', 'tags', 'done', 'note']);
-    assert.equal(typeof value.title, 'string');
-    assert.ok(typeof value.score === 'number' && value.score >= 0 && value.score <= 1);
-    assert.ok(Array.isArray(value.tags) && value.tags.every((t) => typeof t === 'string'));
-    assert.equal(typeof value.done, 'boolean');
-    assert.equal(typeof value.note, 'string');
+    expect(typeof value.title).toBe('string');
+    expect(typeof value.score === 'number' && value.score >= 0).toBe(true);
+    expect(value.score).toBeLessThanOrEqual(1);
+    expect(Array.isArray(value.tags) && value.tags.every((t) => typeof t === 'string')).toBe(true);
+    expect(typeof value.done).toBe('boolean');
+    expect(typeof value.note).toBe('string');
   });
 
   void it('attaches logprobs with the requested number of alternatives', async () => {
     const plain = await run(fast(), params());
     const { deltas } = await run(fast(), params({ logprobs: true, top_logprobs: 5 }));
-    assert.equal(deltas.length, plain.deltas.length);
+    expect(deltas).toHaveLength(plain.deltas.length);
     for (const [choice] of deltas) {
-      assert.ok(choice.logprobs);
-      assert.equal(choice.logprobs.length, 1);
-      const [lp] = choice.logprobs;
-      assert.equal(lp.token, choice.content);
-      assert.ok(lp.logprob <= 0);
-      expect(lp.bytes).toEqual([...Buffer.from(lp.token, 'utf8')]);
-      assert.equal(lp.top_logprobs.length, 5);
-      assert.equal(new Set(lp.top_logprobs.map((t) => t.token)).size, 5);
-      for (let i = 1; i < lp.top_logprobs.length; i++) {
-        assert.ok(lp.top_logprobs[i].logprob <= lp.top_logprobs[i - 1].logprob);
+      if (!choice.logprobs) {
+        throw new Error('expected choice.logprobs');
       }
-      assert.ok(lp.top_logprobs.every((t) => t.logprob <= 0));
+      expect(choice.logprobs).toHaveLength(1);
+      const [lp] = choice.logprobs;
+      expect(lp.token).toBe(choice.content);
+      expect(lp.logprob).toBeLessThanOrEqual(0);
+      expect(lp.bytes).toEqual([...Buffer.from(lp.token, 'utf8')]);
+      expect(lp.top_logprobs).toHaveLength(5);
+      expect(new Set(lp.top_logprobs.map((t) => t.token)).size).toBe(5);
+      for (let i = 1; i < lp.top_logprobs.length; i++) {
+        expect(lp.top_logprobs[i].logprob).toBeLessThanOrEqual(lp.top_logprobs[i - 1].logprob);
+      }
+      expect(lp.top_logprobs.every((t) => t.logprob <= 0)).toBe(true);
     }
     // Asking for logprobs does not change the reply.
     expect(deltas.map(([c]) => c.content)).toEqual(plain.deltas.map(([c]) => c.content));
     const zero = await run(fast(), params({ logprobs: true }));
-    assert.ok(zero.deltas.every(([c]) => c.logprobs?.[0].top_logprobs.length === 0));
+    expect(zero.deltas.every(([c]) => c.logprobs?.[0].top_logprobs.length === 0)).toBe(true);
   });
 
   void it('reasons before it answers when reasoning_effort is set', async () => {
     const { deltas, content } = await run(fast(), params({ reasoning_effort: 'low' }));
     const kinds = deltas.map(([c]) => (c.reasoning !== undefined ? 'r' : 'c')).join('');
-    assert.match(kinds, /^r+c+$/);
-    assert.equal(content[0], (await run(fast(), params())).content[0]);
+    expect(kinds).toMatch(/^r+c+$/);
+    expect(content[0]).toBe((await run(fast(), params())).content[0]);
   });
 
   void it('stops at once and rejects with code cancelled when aborted', async () => {
@@ -291,20 +295,23 @@ void describe('SimBackend', () => {
       },
       controller.signal,
     );
-    await assert.rejects(running, (error: Error & { code?: string }) => {
-      assert.equal(error.code, 'cancelled');
-      assert.equal(error.name, 'AbortError');
-      return true;
-    });
-    assert.equal(afterAbort, 0);
-    assert.equal(deltas.length, 2);
+    await expect(running).rejects.toMatchObject({ code: 'cancelled', name: 'AbortError' });
+    expect(afterAbort).toBe(0);
+    expect(deltas).toHaveLength(2);
 
     const aborted = new AbortController();
     aborted.abort();
-    await assert.rejects(
-      backend.run({ model: 'sim-model', params: params() }, { delta: () => assert.fail('no delta') }, aborted.signal),
-      { code: 'cancelled' },
-    );
+    await expect(
+      backend.run(
+        { model: 'sim-model', params: params() },
+        {
+          delta: () => {
+            throw new Error('no delta');
+          },
+        },
+        aborted.signal,
+      ),
+    ).rejects.toMatchObject({ code: 'cancelled' });
   });
 
   void it('rejects while waiting for the first token', async () => {
@@ -312,16 +319,20 @@ void describe('SimBackend', () => {
     const controller = new AbortController();
     const running = backend.run(
       { model: 'sim-model', params: params() },
-      { delta: () => assert.fail('no delta') },
+      {
+        delta: () => {
+          throw new Error('no delta');
+        },
+      },
       controller.signal,
     );
     setImmediate(() => controller.abort());
-    await assert.rejects(running, { code: 'cancelled' });
+    await expect(running).rejects.toMatchObject({ code: 'cancelled' });
   });
 
   void it('splits text into pieces that join back to it', () => {
     for (const text of ['{"reply":"Relay the signal."}', 'a  b', ' lead', 'trail ', 'ünï cödé, ok']) {
-      assert.equal(tokenizeText(text).join(''), text);
+      expect(tokenizeText(text).join('')).toBe(text);
     }
   });
 });

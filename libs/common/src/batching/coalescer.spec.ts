@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { Coalescer } from './coalescer';
 
 const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
@@ -27,7 +26,7 @@ describe('Coalescer', () => {
       [1, 2, 3],
       [4, 5],
     ]);
-    assert.equal(c.pending, 0);
+    expect(c.pending).toBe(0);
   });
 
   it('an Error result rejects its item alone; a throw rejects the whole batch', async () => {
@@ -48,7 +47,8 @@ describe('Coalescer', () => {
       'batch failed',
       'batch failed',
     ]);
-    assert.equal(await c.submit('after'), 'AFTER', 'it goes on after a failed batch');
+    // it goes on after a failed batch
+    expect(await c.submit('after')).toBe('AFTER');
   });
 
   it('splits more than maxBatch items over several batches, in order', async () => {

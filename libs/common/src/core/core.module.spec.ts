@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { SetMetadata } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
 import { Registry } from 'prom-client';
@@ -46,24 +45,22 @@ void describe('CoreModule', () => {
     );
     const dispatcher = CoreModule.forRoot(options());
     const apiRoutes = handlers(api);
-    assert.deepEqual([...apiRoutes.keys()].sort(), ['healthz', 'metrics', 'readyz']);
+    expect([...apiRoutes.keys()].sort()).toStrictEqual(['healthz', 'metrics', 'readyz']);
     for (const handler of apiRoutes.values()) {
-      assert.equal(Reflect.getMetadata('spec:access', handler), 'public');
+      expect(Reflect.getMetadata('spec:access', handler)).toBe('public');
     }
     for (const handler of handlers(dispatcher).values()) {
-      assert.equal(Reflect.getMetadata('spec:access', handler), undefined);
+      expect(Reflect.getMetadata('spec:access', handler)).toBeUndefined();
     }
   });
 
   void it('refuses a process without the connections the core itself uses', () => {
-    assert.throws(
-      () => CoreModule.forRoot(options({ redis: [{ token: REDIS, name: 'spec', use: 'commands' }] })),
+    expect(() => CoreModule.forRoot(options({ redis: [{ token: REDIS, name: 'spec', use: 'commands' }] }))).toThrow(
       /must include RECORDS_REDIS/,
     );
-    assert.throws(
-      () => CoreModule.forRoot(options({ redis: [{ token: RECORDS_REDIS, name: 'r', use: 'blocking' }] })),
-      /must include REDIS/,
-    );
+    expect(() =>
+      CoreModule.forRoot(options({ redis: [{ token: RECORDS_REDIS, name: 'r', use: 'blocking' }] })),
+    ).toThrow(/must include REDIS/);
   });
 
   void it('exports every connection the process lists, and no other', () => {
@@ -76,18 +73,18 @@ void describe('CoreModule', () => {
         ],
       }),
     );
-    assert.ok(module.exports?.includes(LINES_REDIS));
-    assert.ok(!module.exports?.includes(SUB_REDIS));
+    expect(module.exports?.includes(LINES_REDIS)).toBeTruthy();
+    expect(module.exports?.includes(SUB_REDIS)).toBeFalsy();
   });
 });
 
 void describe('HealthReport', () => {
   void it('answers status ok first, then each reading as it is when asked', () => {
     const report = new HealthReport();
-    assert.deepEqual(report.body(), { status: 'ok' });
+    expect(report.body()).toStrictEqual({ status: 'ok' });
     let devices = 1;
     report.add('devices', () => devices);
     devices = 3;
-    assert.deepEqual(JSON.stringify(report.body()), JSON.stringify({ status: 'ok', devices: 3 }));
+    expect(JSON.stringify(report.body())).toStrictEqual(JSON.stringify({ status: 'ok', devices: 3 }));
   });
 });

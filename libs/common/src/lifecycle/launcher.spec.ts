@@ -1,11 +1,10 @@
-import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { nodeCommand } from './launcher';
 import { DISPATCHER_NODE_FLAGS, DISPATCHER_SCRIPT } from './node-flags';
 
 void describe('nodeCommand', () => {
   void it("puts the entry point's own flags first, then the caller's, then the script in the build and its arguments", () => {
-    assert.deepEqual(nodeCommand(DISPATCHER_SCRIPT, ['--x'], { build: '/build', flags: ['--cpu-prof'] }), [
+    expect(nodeCommand(DISPATCHER_SCRIPT, ['--x'], { build: '/build', flags: ['--cpu-prof'] })).toStrictEqual([
       ...DISPATCHER_NODE_FLAGS,
       '--cpu-prof',
       join('/build', DISPATCHER_SCRIPT),
@@ -14,7 +13,7 @@ void describe('nodeCommand', () => {
   });
 
   void it('gives any other entry point no flags of its own', () => {
-    assert.deepEqual(nodeCommand('apps/api/src/main.js', [], { build: 'dist' }), [
+    expect(nodeCommand('apps/api/src/main.js', [], { build: 'dist' })).toStrictEqual([
       join('dist', 'apps/api/src/main.js'),
     ]);
   });

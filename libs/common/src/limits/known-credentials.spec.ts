@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   CREATED_OVERLAP_MS,
@@ -73,12 +72,14 @@ describe('KnownCredentials', () => {
     const key = table.add();
     const known = await loaded(table);
     const afterLoad = table.queries;
-    assert.equal(await known.mayExist(key), true);
-    assert.equal(table.queries, afterLoad, 'a known key needs no query');
+    expect(await known.mayExist(key)).toBe(true);
+    // a known key needs no query
+    expect(table.queries).toBe(afterLoad);
     const answers = Promise.all(Array.from({ length: 1_000 }, () => known.mayExist(randomHash())));
     await jest.advanceTimersByTimeAsync(MIN_REFRESH_INTERVAL_MS);
     expect(new Set(await answers)).toEqual(new Set([false]));
-    assert.equal(table.queries, afterLoad + 1, 'one refresh for all of them');
+    // one refresh for all of them
+    expect(table.queries).toBe(afterLoad + 1);
   });
 
   it('misses refresh at most once per interval, however many arrive', async () => {
@@ -94,7 +95,9 @@ describe('KnownCredentials', () => {
     await jest.advanceTimersByTimeAsync(MIN_REFRESH_INTERVAL_MS);
     expect(new Set(await Promise.all(pending))).toEqual(new Set([false]));
     const refreshes = table.queries - start;
-    assert.ok(refreshes >= 9 && refreshes <= 11, `${refreshes} refreshes`);
+    expect({ ok: refreshes >= 9 && refreshes <= 11, message: `${refreshes} refreshes` }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
   });
 
   it('a key created before its first request is found, even when a refresh was already running', async () => {
@@ -111,8 +114,9 @@ describe('KnownCredentials', () => {
     table.gate = null;
     release();
     await jest.advanceTimersByTimeAsync(MIN_REFRESH_INTERVAL_MS);
-    assert.equal(await other, false);
-    assert.equal(await first, true, 'the key was not refused');
+    expect(await other).toBe(false);
+    // the key was not refused
+    expect(await first).toBe(true);
   });
 
   it('a key whose creation committed after the last refresh, with an earlier created_at, is found within the overlap', async () => {
@@ -122,8 +126,8 @@ describe('KnownCredentials', () => {
     await jest.advanceTimersByTimeAsync(10_000);
     // Its transaction began 5 s before the load (its created_at), and committed only now.
     const late = table.add(randomHash(), loadedAt - 5_000);
-    assert.ok(5_000 < CREATED_OVERLAP_MS);
-    assert.equal(await known.mayExist(late), true);
+    expect(CREATED_OVERLAP_MS).toBeGreaterThan(5_000);
+    expect(await known.mayExist(late)).toBe(true);
   });
 
   it('a failed refresh fails the miss (the api answers 503), and the next miss tries again', async () => {
@@ -139,34 +143,37 @@ describe('KnownCredentials', () => {
     table.gate = null;
     const retried = known.mayExist(key);
     await jest.advanceTimersByTimeAsync(MIN_REFRESH_INTERVAL_MS);
-    assert.equal(await retried, true);
+    expect(await retried).toBe(true);
   });
 
   it('before the first load succeeds, a miss loads; revoked keys leave the set at the next full reload', async () => {
     const table = new Table();
     const keys = [table.add(), table.add()];
     const known = new KnownCredentials(table);
-    assert.equal(await known.mayExist(keys[0]), true, 'the first miss loads the set');
+    // the first miss loads the set
+    expect(await known.mayExist(keys[0])).toBe(true);
     table.rows[1].revoked = true;
-    assert.equal(await known.mayExist(keys[1]), true, 'still in the set: its lookup refuses it');
+    // still in the set: its lookup refuses it
+    expect(await known.mayExist(keys[1])).toBe(true);
     await jest.advanceTimersByTimeAsync(FULL_RELOAD_MS);
     const reload = known.mayExist(randomHash());
     await jest.advanceTimersByTimeAsync(MIN_REFRESH_INTERVAL_MS);
-    assert.equal(await reload, false);
-    assert.equal(known.size, 1);
-    assert.equal(await known.mayExist(keys[1]), false);
+    expect(await reload).toBe(false);
+    expect(known.size).toBe(1);
+    expect(await known.mayExist(keys[1])).toBe(false);
   });
 
   it('loads any number of keys page by page, and holds them as 52-bit prefixes', async () => {
     const table = new Table();
     const hashes = Array.from({ length: 2 * LOAD_PAGE_SIZE + 7 }, () => table.add());
     const known = await loaded(table);
-    assert.equal(table.queries, 1 + 3, 'the clock, then three pages');
-    assert.equal(known.size, hashes.length);
+    // the clock, then three pages
+    expect(table.queries).toBe(1 + 3);
+    expect(known.size).toBe(hashes.length);
     for (const hash of hashes.slice(0, 50).concat(hashes.slice(-50))) {
-      assert.equal(await known.mayExist(hash), true);
+      expect(await known.mayExist(hash)).toBe(true);
     }
-    assert.equal(prefixOf('f'.repeat(64)), 2 ** 52 - 1);
-    assert.ok(Number.isSafeInteger(prefixOf('f'.repeat(64))));
+    expect(prefixOf('f'.repeat(64))).toBe(2 ** 52 - 1);
+    expect(Number.isSafeInteger(prefixOf('f'.repeat(64)))).toBe(true);
   });
 });

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { finished, readLines, send } from './http-client';
@@ -66,12 +65,12 @@ describe('the agent HTTP client', () => {
     try {
       for (let i = 0; i < 3; i++) {
         const controller = new AbortController();
-        assert.deepEqual(await stream(target, controller.signal), ['data: one', 'data: [DONE]']);
+        expect(await stream(target, controller.signal)).toStrictEqual(['data: one', 'data: [DONE]']);
         // Every task's signal is aborted when it ends: that must not cut a pooled connection.
         controller.abort();
       }
-      assert.equal(server.sockets.length, 1);
-      assert.deepEqual(server.closed, []);
+      expect(server.sockets).toHaveLength(1);
+      expect(server.closed).toStrictEqual([]);
     } finally {
       await server.stop();
     }
@@ -86,7 +85,10 @@ describe('the agent HTTP client', () => {
     const target = await server.start();
     try {
       const controller = new AbortController();
-      assert.deepEqual(await stream(target, controller.signal, 'data: stop here'), ['data: one', 'data: stop here']);
+      expect(await stream(target, controller.signal, 'data: stop here')).toStrictEqual([
+        'data: one',
+        'data: stop here',
+      ]);
       await until(() => server.closed.includes(0));
     } finally {
       await server.stop();
@@ -112,7 +114,7 @@ describe('the agent HTTP client', () => {
           }
         }
       })();
-      await assert.rejects(reading, { code: 'cancelled' });
+      await expect(reading).rejects.toMatchObject({ code: 'cancelled' });
       await until(() => server.closed.includes(0));
     } finally {
       await server.stop();
@@ -123,11 +125,11 @@ describe('the agent HTTP client', () => {
     const server = sseServer((res) => res.end('data: [DONE]\n\n'));
     const target = await server.start();
     try {
-      assert.deepEqual(await stream(target, new AbortController().signal), ['data: [DONE]']);
+      expect(await stream(target, new AbortController().signal)).toStrictEqual(['data: [DONE]']);
       // The runtime drops the idle connection without the client having noticed yet.
       server.sockets[0].resetAndDestroy();
-      assert.deepEqual(await stream(target, new AbortController().signal), ['data: [DONE]']);
-      assert.equal(server.sockets.length, 2);
+      expect(await stream(target, new AbortController().signal)).toStrictEqual(['data: [DONE]']);
+      expect(server.sockets).toHaveLength(2);
     } finally {
       await server.stop();
     }

@@ -1,4 +1,3 @@
-import assert from 'node:assert/strict';
 import { createLogger } from '@app/common/logging/logger';
 import type { Feature } from '@app/common/protocol/chat';
 import { BackendError, cancelledError } from '../backend';
@@ -13,7 +12,7 @@ async function until(predicate: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 400 && !predicate(); i++) {
     await new Promise((r) => setTimeout(r, 5));
   }
-  assert.ok(predicate(), `timed out waiting for ${what}`);
+  expect({ ok: predicate(), message: `timed out waiting for ${what}` }).toEqual(expect.objectContaining({ ok: true }));
 }
 
 /** A monitor over a scripted runtime: `state.answer` is what the next probe gets. */
@@ -51,17 +50,17 @@ void describe('UpstreamMonitor', () => {
   void it('serves what the runtime lists, and follows additions and removals', async () => {
     const h = harness();
     await h.start();
-    assert.equal(h.monitor.available(), true);
+    expect(h.monitor.available()).toBe(true);
     expect(h.monitor.models()).toEqual(['a']);
     expect(h.monitor.features()).toEqual(['tools']);
-    assert.equal(h.monitor.upstreamName('a'), 'a');
+    expect(h.monitor.upstreamName('a')).toBe('a');
     h.state.answer = { models: ['b', 'a'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.models().length === 2, 'an added model');
     expect(h.monitor.models()).toEqual(['a', 'b']);
     h.state.answer = { models: ['b'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.models().length === 1, 'a removed model');
-    assert.throws(() => h.monitor.upstreamName('a'), { code: 'model_not_found' });
-    assert.ok(h.state.changes >= 2);
+    expect(() => h.monitor.upstreamName('a')).toThrow(expect.objectContaining({ code: 'model_not_found' }));
+    expect(h.state.changes).toBeGreaterThanOrEqual(2);
   });
 
   void it('keeps explicit mappings whatever the runtime lists, and honours --features', async () => {
@@ -69,8 +68,8 @@ void describe('UpstreamMonitor', () => {
     h.state.answer = { models: [], features: ['tools'], runtime: 'fake' };
     await h.start();
     expect(h.monitor.models()).toEqual(['org/Model-GGUF:Q4']);
-    assert.equal(h.monitor.upstreamName('org/Model-GGUF:Q4'), 'model:3b');
-    assert.throws(() => h.monitor.upstreamName('model:3b'), { code: 'model_not_found' });
+    expect(h.monitor.upstreamName('org/Model-GGUF:Q4')).toBe('model:3b');
+    expect(() => h.monitor.upstreamName('model:3b')).toThrow(expect.objectContaining({ code: 'model_not_found' }));
     expect(h.monitor.features()).toEqual(['n']);
   });
 
@@ -78,7 +77,7 @@ void describe('UpstreamMonitor', () => {
     const h = harness();
     h.state.answer = unreachable();
     await h.start();
-    assert.equal(h.monitor.available(), false);
+    expect(h.monitor.available()).toBe(false);
     expect(h.monitor.features()).toEqual(['stream_usage']);
     h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.available(), 'recovery');
@@ -87,18 +86,19 @@ void describe('UpstreamMonitor', () => {
     // A task that finds the connection refused marks it unavailable at once, before any probe.
     h.state.answer = unreachable();
     h.monitor.markUnreachable('ECONNREFUSED');
-    assert.equal(h.monitor.available(), false);
-    assert.equal(h.state.changes, changes + 1, 'the agent is told at once');
+    expect(h.monitor.available()).toBe(false);
+    // the agent is told at once
+    expect(h.state.changes).toBe(changes + 1);
     h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
     await until(() => h.monitor.available(), 'second recovery');
-    assert.ok(h.state.changes > changes);
+    expect(h.state.changes).toBeGreaterThan(changes);
   });
 
   void it('counts a probe that gets no answer in time as unreachable', async () => {
     const h = harness();
     h.state.answer = cancelledError();
     await h.start();
-    assert.equal(h.monitor.available(), false);
+    expect(h.monitor.available()).toBe(false);
   });
 
   void it('stays available when the runtime answers with an error, keeping the models it knew', async () => {
@@ -107,7 +107,7 @@ void describe('UpstreamMonitor', () => {
     h.state.answer = new BackendError('upstream_error', 'the upstream failed (HTTP 500)');
     const probes = h.state.probes;
     await until(() => h.state.probes > probes + 1, 'more probes');
-    assert.equal(h.monitor.available(), true);
+    expect(h.monitor.available()).toBe(true);
     expect(h.monitor.models()).toEqual(['a']);
   });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { FairShare, createRedis } from '@app/common';
+import { FairShare, PICK_TRIES, PICK_WINDOW, createRedis } from '@app/common';
 import { REDIS_URL } from '../../support/stack';
 import { TestQueue } from './test-queue';
 
@@ -14,6 +14,7 @@ describe('fair share', () => {
   let redis: Redis;
   let fair: FairShare;
   const queues: TestQueue[] = [];
+  const connections: Redis[] = [];
 
   beforeAll(() => {
     redis = createRedis(REDIS_URL);
@@ -24,6 +25,7 @@ describe('fair share', () => {
     for (const q of queues) {
       await q.close();
     }
+    connections.forEach((c) => c.disconnect());
     redis.disconnect();
   });
 
@@ -89,6 +91,134 @@ describe('fair share', () => {
       }
       expect(found.at(-1)).toBe('z');
       expect(await q.serve(1)).toEqual([null]);
+    });
+  });
+
+  describe('the lines a pick is passed (PICK): those its dispatcher’s last pick of the queue saw', () => {
+    /** A dispatcher that remembers no lines: every pick of its learns them first. */
+    const fresh = () => new FairShare(redis);
+
+    /**
+     * A dispatcher on a connection of its own, whose calls of the pick script are counted (its round
+     * trips); `before` runs ahead of each, as another process's write between two round trips.
+     */
+    function counted(before?: () => Promise<unknown>): { fair: FairShare; calls: () => number } {
+      const connection = createRedis(REDIS_URL);
+      connections.push(connection);
+      const counting = new FairShare(connection);
+      const script = connection as unknown as { syFairPick: (...args: unknown[]) => Promise<unknown> };
+      const pick = script.syFairPick.bind(connection);
+      let calls = 0;
+      script.syFairPick = async (...args) => {
+        await before?.();
+        calls++;
+        return pick(...args);
+      };
+      return { fair: counting, calls: () => calls };
+    }
+
+    it('a line that came and another that left since its last pick: the answers a fresh pick gives', async () => {
+      const q = testQueue();
+      const twin = testQueue();
+      const other = fresh();
+      for (const t of [q, twin]) {
+        await t.add('b', 1, 2);
+        await t.add('c', 1, 2);
+        await t.add('d', 1);
+      }
+      // The last pick saw b, c and d.
+      expect(await q.serve(1)).toEqual(['b']);
+      expect(await twin.serve(1, fresh)).toEqual(['b']);
+      for (const t of [q, twin]) {
+        // Another dispatcher takes d's only job (d leaves), then a comes, at the virtual time.
+        expect((await t.takeFrom('d', other)).backlog).toBe(true);
+        await t.add('a', 1);
+      }
+      const expected = ['a', 'c', 'b', 'c', null];
+      expect(await q.serve(5)).toEqual(expected);
+      expect(await twin.serve(5, fresh)).toEqual(expected);
+      expect(await q.backlogged()).toBe(false);
+    });
+
+    it('costs one round trip while the lines it saw stay the lowest, and one more when a line came', async () => {
+      const q = testQueue();
+      const { fair: mine, calls } = counted();
+      await q.add('a', 1, 3);
+      await q.add('b', 1, 3);
+      // Its first pick of the queue learns the lines, then picks.
+      expect(await q.serve(1, () => mine)).toEqual(['a']);
+      expect(calls()).toBe(2);
+      expect(await q.serve(3, () => mine)).toEqual(['b', 'a', 'b']);
+      expect(calls()).toBe(5);
+      // c comes at the virtual time, ahead of a and b.
+      await q.add('c', 1);
+      expect(await q.serve(1, () => mine)).toEqual(['c']);
+      expect(calls()).toBe(7);
+      expect(await q.serve(3, () => mine)).toEqual(['a', 'b', null]);
+      expect(calls()).toBe(10);
+    });
+
+    it('at a queue of more lines than a pick looks at, each pick tells the next which lines are the lowest now', async () => {
+      const q = testQueue();
+      const { fair: mine, calls } = counted();
+      // Each pick moves its line behind the others, out of the lowest PICK_WINDOW, and lets the next in.
+      const orgs = Array.from({ length: PICK_WINDOW + 1 }, (_, i) => `o${String(i).padStart(2, '0')}`);
+      for (const org of orgs) {
+        await q.backlog(org, 1, 2);
+      }
+      expect(await q.serve(orgs.length + 1, () => mine)).toEqual([...orgs, orgs[0]]);
+      // One more for its first pick of the queue, which learned the lines.
+      expect(calls()).toBe(orgs.length + 2);
+    });
+
+    it('passes over lines whose jobs went away, whether or not a line came since its last pick', async () => {
+      const q = testQueue();
+      await q.add('a', 1);
+      const [b] = await q.add('b', 1);
+      await q.add('c', 1);
+      const [d] = await q.add('d', 1);
+      expect(await q.serve(1)).toEqual(['a']);
+      // The lines it saw are the lowest still; b has nothing.
+      await q.remove('b', b);
+      expect(await q.serve(1)).toEqual(['c']);
+      // e comes, unknown to the last pick, behind d, which has nothing.
+      await q.remove('d', d);
+      await q.add('e', 1);
+      expect(await q.serve(2)).toEqual(['e', null]);
+      expect(await q.backlogged()).toBe(false);
+    });
+
+    it('dispatchers taking turns at a queue of more lines than a pick looks at: the order fresh picks give', async () => {
+      const q = testQueue();
+      const twin = testQueue();
+      // Each pick moves a line out of the lowest PICK_WINDOW and another in: what each dispatcher saw is
+      // stale after the other's pick.
+      const orgs = Array.from({ length: PICK_WINDOW + 8 }, (_, i) => `o${String(i).padStart(2, '0')}`);
+      for (const t of [q, twin]) {
+        for (const [i, org] of orgs.entries()) {
+          await t.backlog(org, 1 + (i % 3), 3);
+        }
+      }
+      const dispatchers = [fair, fresh()];
+      const takes = orgs.length * 3;
+      const served = await q.serve(takes, (i) => dispatchers[i % 2]);
+      expect(served.filter((org) => org === null)).toEqual([]);
+      expect(served).toEqual(await twin.serve(takes, fresh));
+    });
+
+    it('under churn faster than its round trips, gives up after PICK_TRIES calls having changed nothing', async () => {
+      const q = testQueue();
+      await q.add('a', 1);
+      // A line comes before each call: every answer is stale by the next call.
+      let n = 0;
+      const { fair: churned, calls } = counted(() => q.add(`n${++n}`, 1));
+      expect(await q.next(churned)).toBeNull();
+      expect(calls()).toBe(PICK_TRIES);
+      // The sweep comes back to the queue.
+      expect(await q.backlogged()).toBe(true);
+      // Nothing was charged: all at the virtual time, a first by its name.
+      const lines = Array.from({ length: PICK_TRIES }, (_, i) => `n${i + 1}`);
+      expect(await q.serve(PICK_TRIES + 2)).toEqual(['a', ...lines, null]);
     });
   });
 

@@ -63,9 +63,12 @@ export class TestQueue {
     await this.fair.enqueue(this.line(org), weight);
   }
 
-  /** A device asks for the queue's next job: the organization it came from, or null when the pick found none. */
-  async next(): Promise<{ org: string; job: Job<ChatJobData>; token: string } | null> {
-    const line = await this.fair.pick(this.queue);
+  /**
+   * A device asks for the queue's next job: the organization it came from, or null when the pick found
+   * none. `fair` is the picking dispatcher's (each remembers the lines its last pick of a queue saw).
+   */
+  async next(fair = this.fair): Promise<{ org: string; job: Job<ChatJobData>; token: string } | null> {
+    const line = await fair.pick(this.queue);
     if (line === null) {
       return null;
     }
@@ -78,11 +81,14 @@ export class TestQueue {
     return { org, job, token };
   }
 
-  /** The organizations of the next `n` takes (null for a pick that found nothing). */
-  async serve(n: number): Promise<(string | null)[]> {
+  /**
+   * The organizations of the next `n` takes (null for a pick that found nothing), each picked by
+   * `fair(i)` (default: this queue's FairShare).
+   */
+  async serve(n: number, fair: (i: number) => FairShare = () => this.fair): Promise<(string | null)[]> {
     const orgs: (string | null)[] = [];
     for (let i = 0; i < n; i++) {
-      orgs.push((await this.next())?.org ?? null);
+      orgs.push((await this.next(fair(i)))?.org ?? null);
     }
     return orgs;
   }
@@ -101,14 +107,17 @@ export class TestQueue {
     return this.lineQueue(org).take(`t:${++this.tokens}`);
   }
 
-  /** A device that was idle when the job came takes it without a pick; the line's turn is charged. */
-  async takeFrom(org: string): Promise<{ job: Job<ChatJobData>; token: string; backlog: boolean }> {
+  /**
+   * A device that was idle when the job came takes it without a pick; the line's turn is charged (by
+   * `fair`, the taking dispatcher's).
+   */
+  async takeFrom(org: string, fair = this.fair): Promise<{ job: Job<ChatJobData>; token: string; backlog: boolean }> {
     const token = `t:${++this.tokens}`;
     const job = await this.lineQueue(org).take(token);
     if (!job) {
       throw new Error(`${org}'s line had no job`);
     }
-    return { job, token, backlog: await this.fair.charge(this.line(org)) };
+    return { job, token, backlog: await fair.charge(this.line(org)) };
   }
 
   /** A taken job goes back to the head of its line (no output reached its client). */

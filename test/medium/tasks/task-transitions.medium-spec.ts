@@ -210,6 +210,34 @@ describe('task transitions', () => {
     });
   });
 
+  describe("the holder's held set (the script touches only the keys it is passed)", () => {
+    it('a requeue or an ending that guesses another dispatcher is run again with the holder’s set; the other set is untouched', async () => {
+      const other = uniq('other-disp');
+      const guessing = new TaskRepository(redis, { ...TASK_TTLS, dispatcherId: other });
+      await redis.sadd(keys.heldBy(other), 'a-task-of-its-own');
+      const requeued = await created();
+      await tasks.claim(requeued.id, claimer(1));
+      const ended = await created();
+      await tasks.claim(ended.id, claimer(2));
+      expect((await observe(requeued.id)).held).toBe(true);
+
+      expect(await guessing.requeue(requeued.id, 1, entry(1, 1, 'requeued'))).toEqual({ ok: true, attempt: 1 });
+      expect(
+        await guessing.end(ended.id, { status: 'failed', errorCode: 'device_disconnected' }, { attempt: 1 }),
+      ).toEqual({
+        ok: true,
+        attempt: 1,
+      });
+      expect(await tasks.heldBy(dispatcher)).not.toEqual(expect.arrayContaining([requeued.id]));
+      expect(await tasks.heldBy(dispatcher)).not.toEqual(expect.arrayContaining([ended.id]));
+      expect(await tasks.heldBy(other)).toEqual(['a-task-of-its-own']);
+      // Each transition was accepted once: one record each, the events in order.
+      expect(await records(requeued.id)).toBe(3);
+      expect(await records(ended.id)).toBe(3);
+      await redis.del(keys.heldBy(other));
+    });
+  });
+
   describe('end', () => {
     /** A task in each live status, attempt 1 where it has one. */
     async function inStatus(status: 'queued' | 'assigned' | 'streaming'): Promise<NewTask> {

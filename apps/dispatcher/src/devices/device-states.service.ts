@@ -19,7 +19,7 @@ const RENEW_SLICES = 10;
 /**
  * What operators see of the devices of this dispatcher (GET /admin/devices, /admin/queues, the
  * dashboard): when each connected, its last heartbeat, what it serves, the task it holds (that one
- * set by the task's transitions, see TASK_TRANSITIONS_LUA). Kept in Redis (DeviceStateRepository),
+ * set after the task's transitions, see TaskRepository). Kept in Redis (DeviceStateRepository),
  * written in the background (never awaited on a task's path) in the dispatcher's batch of background
  * writes, gone with the device, or a while after its dispatcher dies.
  */

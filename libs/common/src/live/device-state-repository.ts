@@ -14,6 +14,20 @@ const RENEW_LUA = `for _, key in ipairs(KEYS) do
   redis.call('PEXPIRE', key, ARGV[2])
 end`;
 
+/**
+ * The task a device holds, as its live state shows it. KEYS: the state. ARGV: 'set' or 'clear', the
+ * task's address. Set only while the state exists (its dispatcher writes the rest and renews it);
+ * cleared only if it still shows that task (the device may hold the next one already).
+ */
+const HOLDING_LUA = `
+if ARGV[1] == 'set' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], '${DEVICE_FIELDS.task}', ARGV[2]) end
+elseif redis.call('HGET', KEYS[1], '${DEVICE_FIELDS.task}') == ARGV[2] then
+  redis.call('HSET', KEYS[1], '${DEVICE_FIELDS.task}', '')
+end`;
+
+type HoldingCommand = { syDeviceHolding(key: string, op: 'set' | 'clear', address: string): Promise<null> };
+
 /** What an operator sees of a device while it is connected. */
 export interface DeviceLive {
   online: boolean;
@@ -41,11 +55,24 @@ const OFFLINE: DeviceLive = {
 /**
  * The one owner of the devices' live state (`sy:dev:<id>`, through deviceStateCodec): the device's
  * dispatcher writes it (DeviceStates, in its batch of background writes: the writes are added to a
- * pipeline the caller sends), the task transitions set the task it holds (TASK_TRANSITIONS_LUA), and
- * the admin views read it here.
+ * pipeline the caller sends), the task repository sets the task it holds after each claim and each
+ * ending (holding), and the admin views read it here.
  */
 export class DeviceStateRepository {
-  constructor(private readonly redis: Redis) {}
+  private readonly holdingCommand: Redis & HoldingCommand;
+
+  constructor(private readonly redis: Redis) {
+    redis.defineCommand('syDeviceHolding', { numberOfKeys: 1, lua: HOLDING_LUA });
+    this.holdingCommand = redis as Redis & HoldingCommand;
+  }
+
+  /**
+   * The device took the task at `address` (set), or let go of it (clear). The operators' view only:
+   * nothing is decided on it.
+   */
+  async holding(deviceId: string, op: 'set' | 'clear', address: string): Promise<void> {
+    await this.holdingCommand.syDeviceHolding(keys.deviceState(deviceId), op, address);
+  }
 
   /** A device connected to `dispatcher`: its state starts afresh (an earlier connection's is dropped). */
   connected(

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { keys, luaKey } from '../redis/keys';
+import { keys } from '../redis/keys';
 import { queueOfLine } from './queues';
 
 /**
@@ -14,8 +14,34 @@ import { queueOfLine } from './queues';
  * each line's stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And
  * keys.backlog: queues with backlogged lines, for the dispatchers' safety sweep. The wait list of a
  * line is BullMQ's (keys.lineWait, oldest at the right end).
+ *
+ * Every script touches only the keys it is passed, never one it builds from a value it read: Redis
+ * Cluster routes a script by its keys, and a key named inside the script may live on another node. So
+ * a pick, which reads the wait lists of the lines with the lowest passes, is passed those lines and
+ * their wait lists: the ones the previous pick of the queue saw (see FairShare.pick).
  */
 export const STRIDE_SCALE = 1_000;
+
+/**
+ * How many lines a pick looks at, lowest passes first: the most wait lists it reads (each line it finds
+ * empty is dropped, so a later pick reaches the next ones), and so the most a pick is passed.
+ */
+export const PICK_WINDOW = 32;
+
+/**
+ * Calls of PICK a pick makes before it gives up for now. A retry is passed the lines the stale answer
+ * saw, so it is stale again only if the lowest passes changed within one round trip (a line came, or
+ * other dispatchers' picks moved lines of a queue of more than PICK_WINDOW); three times in a row is
+ * churn the sweep can come back to (see FairShare.pick).
+ */
+export const PICK_TRIES = 4;
+
+/**
+ * The queues whose lowest lines a FairShare remembers (see FairShare.pick). A dispatcher picks from
+ * its devices' queues, rarely more than dozens; the bound only keeps queues that came and went from
+ * piling up. A queue forgotten costs its next pick one more round trip.
+ */
+const MAX_WINDOWS = 1_000;
 
 /** Fair share's keys (keys.fairPasses, keys.fairState, keys.backlog), by their role here. */
 export const fairKeys = {
@@ -23,9 +49,6 @@ export const fairKeys = {
   state: keys.fairState,
   backlog: keys.backlog,
 };
-
-/** A line's wait list, named in the scripts from the line they read. */
-const waitKey = luaKey(keys.lineWait, 'line');
 
 /** KEYS: passes, state, backlog. ARGV: queue, line, stride, now. */
 const ENQUEUE = `
@@ -39,26 +62,55 @@ end
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
 return 1`;
 
-/** KEYS: passes, state, backlog. ARGV: queue. Returns the line to take from, or nil. */
+/**
+ * KEYS: passes, state, backlog, wait_1..wait_k. ARGV: queue, line_1..line_k: the candidates, lines the
+ * caller believes are the queue's PICK_WINDOW lowest (in any order; more are fine), each with its
+ * wait list (keys.lineWait(line_j) is KEYS[3 + j]).
+ *
+ * When a line among the lowest was not passed, its wait list cannot be read: nothing changes and the
+ * answer is {'stale', false, lines}, the lowest lines now, for the caller to try again with. Otherwise
+ * {'ok', line, lines?}: line is the line to take from (charged for one job), or false when none of the
+ * lowest has a job (those found empty were dropped); lines, the lowest lines after the pick, comes only
+ * when they are not the candidates (a line took its stride past the window, lines were dropped).
+ */
 const PICK = `
-local lines = redis.call('ZRANGE', KEYS[1], 0, 31, 'WITHSCORES')
-for i = 1, #lines, 2 do
-  local line, pass = lines[i], tonumber(lines[i + 1])
-  if redis.call('LLEN', ${waitKey}) > 0 then
+local wait = {}
+for j = 1, #ARGV - 1 do wait[ARGV[1 + j]] = KEYS[3 + j] end
+local function passed(lines)
+  for _, line in ipairs(lines) do
+    if not wait[line] then return false end
+  end
+  return true
+end
+
+local window = redis.call('ZRANGE', KEYS[1], 0, ${PICK_WINDOW - 1}, 'WITHSCORES')
+local lines = {}
+for i = 1, #window, 2 do lines[#lines + 1] = window[i] end
+if not passed(lines) then return {'stale', false, lines} end
+
+local picked = false
+for i = 1, #window, 2 do
+  local line, pass = window[i], tonumber(window[i + 1])
+  if redis.call('LLEN', wait[line]) > 0 then
     local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
     redis.call('HSET', KEYS[2], '_v', pass)
     redis.call('ZADD', KEYS[1], pass + stride, line)
-    return line
+    picked = line
+    break
   end
   redis.call('ZREM', KEYS[1], line)
   redis.call('HSET', KEYS[2], 'p:' .. line, pass)
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
-return false`;
+if not picked and redis.call('ZCARD', KEYS[1]) == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
+
+local after = redis.call('ZRANGE', KEYS[1], 0, ${PICK_WINDOW - 1})
+if #after == #ARGV - 1 and passed(after) then return {'ok', picked} end
+return {'ok', picked, after}`;
 
 /**
- * A job was taken from a line without a pick (a device was idle when it came). KEYS as above. ARGV:
- * queue, line. Returns how many lines of the queue have jobs waiting still (0: none).
+ * A job was taken from a line without a pick (a device was idle when it came). KEYS: passes, state,
+ * backlog, the line's wait list. ARGV: queue, line. Returns how many lines of the queue have jobs
+ * waiting still (0: none).
  */
 const CHARGE = `
 local line = ARGV[2]
@@ -67,7 +119,7 @@ if not pass then return redis.call('ZCARD', KEYS[1]) end
 pass = tonumber(pass)
 local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
 if pass > tonumber(redis.call('HGET', KEYS[2], '_v') or '0') then redis.call('HSET', KEYS[2], '_v', pass) end
-if redis.call('LLEN', ${waitKey}) == 0 then
+if redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('ZREM', KEYS[1], line)
   redis.call('HSET', KEYS[2], 'p:' .. line, pass + stride)
   if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
@@ -76,7 +128,10 @@ else
 end
 return redis.call('ZCARD', KEYS[1])`;
 
-/** A job went back to the head of its line: the line gets its turn back. KEYS as above. ARGV: queue, line, now. */
+/**
+ * A job went back to the head of its line: the line gets its turn back. KEYS: passes, state, backlog.
+ * ARGV: queue, line, now.
+ */
 const REFUND = `
 local line = ARGV[2]
 local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
@@ -110,11 +165,14 @@ type Fair = Redis & {
     stride: number,
     now: number,
   ): Promise<number>;
-  syFairPick(a: string, b: string, c: string, queue: string): Promise<string | null>;
-  syFairCharge(a: string, b: string, c: string, queue: string, line: string): Promise<number>;
+  syFairPick(numberOfKeys: number, ...keysThenArgs: string[]): Promise<PickAnswer>;
+  syFairCharge(a: string, b: string, c: string, wait: string, queue: string, line: string): Promise<number>;
   syFairRefund(a: string, b: string, c: string, queue: string, line: string, now: number): Promise<number>;
   syFairPosition(wait: string, jobId: string): Promise<number | null>;
 };
+
+/** PICK's answer, as Redis turns it (false becomes null, a missing `lines` is absent). */
+type PickAnswer = ['ok', string | null, string[]?] | ['stale', null, string[]];
 
 /** A line of a queue as the operators' view shows it. */
 export interface LineBacklog {
@@ -132,11 +190,17 @@ export function strideOf(weight: number): number {
 
 export class FairShare {
   private readonly redis: Fair;
+  /**
+   * The lowest lines of each queue as this process's last pick of it saw them, the next pick's
+   * candidates; least recently used first, at most MAX_WINDOWS queues.
+   */
+  private readonly windows = new Map<string, readonly string[]>();
 
   constructor(redis: Redis) {
     redis.defineCommand('syFairEnqueue', { numberOfKeys: 3, lua: ENQUEUE });
-    redis.defineCommand('syFairPick', { numberOfKeys: 3, lua: PICK });
-    redis.defineCommand('syFairCharge', { numberOfKeys: 3, lua: CHARGE });
+    // Passed as many wait lists as it has candidates: the number of keys comes first in each call.
+    redis.defineCommand('syFairPick', { lua: PICK });
+    redis.defineCommand('syFairCharge', { numberOfKeys: 4, lua: CHARGE });
     redis.defineCommand('syFairRefund', { numberOfKeys: 3, lua: REFUND });
     redis.defineCommand('syFairPosition', { numberOfKeys: 1, lua: POSITION });
     this.redis = redis as Fair;
@@ -152,9 +216,58 @@ export class FairShare {
     return this.redis.syFairEnqueue(...FairShare.keys(queue), queue, line, strideOf(weight), Date.now());
   }
 
-  /** The line whose turn it is in a queue (charged for one job), or null when no line has a job. */
-  pick(queue: string): Promise<string | null> {
-    return this.redis.syFairPick(...FairShare.keys(queue), queue);
+  /**
+   * The line whose turn it is in a queue (charged for one job), or null when none was found this time.
+   *
+   * PICK is passed the lines it may read (see PICK): those this process's last pick of the queue saw,
+   * so that a pick costs one round trip while they stay the lowest. A stale answer changes nothing and
+   * carries the lowest lines now: the pick is tried again with them, up to PICK_TRIES calls in all.
+   * Then it gives up with null, which is never a wrong answer: the queue kept a line in its passes, so
+   * it is still in keys.backlog, and a dispatcher's safety sweep comes back to it (as after a pick that
+   * dropped PICK_WINDOW empty lines and found no job).
+   */
+  async pick(queue: string): Promise<string | null> {
+    let lines = this.window(queue);
+    for (let i = 0; i < PICK_TRIES; i++) {
+      const [outcome, line, seen] = await this.redis.syFairPick(
+        3 + lines.length,
+        ...FairShare.keys(queue),
+        ...lines.map((l) => keys.lineWait(l)),
+        queue,
+        ...lines,
+      );
+      if (seen) {
+        this.remember(queue, seen);
+      }
+      if (outcome === 'ok') {
+        return line;
+      }
+      lines = seen;
+    }
+    return null;
+  }
+
+  /** The lines the last pick of the queue saw (none when forgotten), now the most recently used. */
+  private window(queue: string): readonly string[] {
+    const lines = this.windows.get(queue);
+    if (!lines) {
+      return [];
+    }
+    this.windows.delete(queue);
+    this.windows.set(queue, lines);
+    return lines;
+  }
+
+  /** What a pick saw of the queue's lowest lines; an empty queue is forgotten (its next pick passes none). */
+  private remember(queue: string, lines: readonly string[]): void {
+    this.windows.delete(queue);
+    if (lines.length === 0) {
+      return;
+    }
+    if (this.windows.size >= MAX_WINDOWS) {
+      this.windows.delete(this.windows.keys().next().value!);
+    }
+    this.windows.set(queue, lines);
   }
 
   /**
@@ -163,7 +276,7 @@ export class FairShare {
    */
   async charge(line: string): Promise<boolean> {
     const queue = queueOfLine(line);
-    return (await this.redis.syFairCharge(...FairShare.keys(queue), queue, line)) > 0;
+    return (await this.redis.syFairCharge(...FairShare.keys(queue), keys.lineWait(line), queue, line)) > 0;
   }
 
   /** A job went back to the head of its line: the line gets its turn back. */

@@ -26,8 +26,8 @@ function poolAndModel(queue: string): { pool: string; model: string } {
 /**
  * A waiting task's standing, or null when it no longer waits. The estimate: its organization's
  * requests ahead of it and itself, served in rounds by the devices online for the queue, each round
- * taking the queue's recent service time (a moving average kept by the task transitions, see
- * TASK_TRANSITIONS_LUA). Three reads sent together: one round trip.
+ * taking the queue's recent service time (a moving average of its completed tasks' times on their
+ * devices, see ServiceTimes). Three reads sent together: one round trip.
  */
 export async function queueStanding(
   redis: Redis,

@@ -1,6 +1,6 @@
 import { deviceStateCodec } from '../live/device-state-codec';
 import { taskStateCodec } from '../tasks/task-state-codec';
-import { REDIS_KEYS, keyPart, keys, luaKey, presenceOfKey, redisKeyDocs } from './keys';
+import { REDIS_KEYS, keyPart, keys, presenceOfKey, redisKeyDocs } from './keys';
 
 describe('Redis keys', () => {
   it('names every key as deployments have them (these names are persisted: a change strands data)', () => {
@@ -73,14 +73,6 @@ describe('Redis keys', () => {
     expect(docs.get('taskState')?.fields).toEqual(taskStateCodec.describe());
     expect(docs.get('deviceState')?.fields).toEqual(deviceStateCodec.describe());
     expect(docs.get('records')?.fields).toBeUndefined();
-  });
-
-  it('writes a key for a Lua script from Lua expressions for its parts', () => {
-    expect(luaKey(keys.heldBy, 'd')).toBe("'sy:held:' .. d");
-    expect(luaKey(keys.lineWait, 'line')).toBe("'sy:' .. line .. ':wait'");
-    expect(luaKey(keys.deviceCoolingOff, 'ARGV[1]')).toBe("'sy:cool:{' .. ARGV[1] .. '}'");
-    expect(luaKey(keys.presence, 'p', 'm')).toBe("'sy:presence:' .. p .. ':' .. m");
-    expect(() => luaKey((x: string) => `it's:${x}`, 'x')).toThrow(/quote/);
   });
 
   it('reads the parts of a scanned key back', () => {

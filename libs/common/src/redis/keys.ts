@@ -33,7 +33,7 @@ const catalog = <C extends Record<string, KeyEntry>>(entries: C) => entries;
 /**
  * Every Redis key and channel Switchyard uses, BullMQ's included, each with its type, what it holds
  * and its lifetime: the code builds names only from here (a unit test fails on a `sy:` literal
- * anywhere else in apps/ and libs/), Lua scripts included (see luaKey), and docs/architecture.md's
+ * anywhere else in apps/ and libs/; Lua scripts are passed every key they touch, see lua-keys.spec.ts), and docs/architecture.md's
  * "Redis keys" table is written from it (redisKeyDocs). These names are persisted: changing one
  * strands the data of a running deployment.
  */
@@ -326,29 +326,6 @@ export function redisKeyDocs(): RedisKeyDoc[] {
     lifetime: entry.lifetime,
     ...(entry.fields ? { fields: entry.fields } : {}),
   }));
-}
-
-/**
- * A key a Lua script builds from values it reads (it was not passed the key): the Lua expression
- * that names it, from a key function of this module and a Lua expression for each of its parts.
- * `luaKey(keys.heldBy, 'd')` is `'sy:held:' .. d`.
- */
-export function luaKey<P extends string[]>(name: (...parts: P) => string, ...lua: { [I in keyof P]: string }): string {
-  const marks = lua.map((_, i) => `\u0000${i}\u0000`);
-  const pieces = (name as (...parts: string[]) => string)(...marks).split('\u0000');
-  // Even pieces are the name's literal text, odd ones the index of a part.
-  return pieces
-    .map((piece, i) => {
-      if (i % 2 === 1) {
-        return lua[Number(piece)];
-      }
-      if (/['\\]/.test(piece)) {
-        throw new Error(`a key name with a quote or backslash cannot be written in Lua: ${piece}`);
-      }
-      return piece === '' ? null : `'${piece}'`;
-    })
-    .filter((piece): piece is string => piece !== null)
-    .join(' .. ');
 }
 
 /**

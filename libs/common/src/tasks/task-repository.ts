@@ -1,6 +1,9 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { TaskStatus } from '../prisma/generated/enums';
+import { DeviceStateRepository } from '../live/device-state-repository';
+import { queueOfLine } from '../queues/queues';
+import { ServiceTimes } from '../queues/service-time';
 import { keys } from '../redis/keys';
 import type { SqlRunner } from './task-record-writer';
 import type { EndGuard, Ending, NewTask, StreamFields, TaskSnapshot, TransitionResult } from './task-state';
@@ -22,7 +25,15 @@ export interface TaskRepositoryOptions {
   endedTtlMs: number;
   /** How long a task's event stream lives after its last event. */
   streamTtlS: number;
+  /**
+   * The dispatcher this process is, if it is one: its held set is the one a requeue or an ending it
+   * asks for usually touches (see TASK_TRANSITIONS_LUA: a wrong guess costs one more round trip).
+   */
+  dispatcherId?: string;
 }
+
+/** How many times a transition follows a task's holder that moved on between two tries. */
+const HOLDER_TRIES = 3;
 
 type TransitionOp = 'create' | 'claim' | 'first' | 'requeue' | 'end';
 
@@ -32,15 +43,24 @@ interface TransitionCommand {
     records: string,
     live: string,
     stream: string,
+    held: string,
     op: TransitionOp,
     now: number,
     guard: string,
     ttlMs: number,
     streamTtlS: number,
     pairs: number,
+    holder: string,
     ...rest: (string | number)[]
-  ): Promise<[number, number | string]>;
+  ): Promise<TransitionReply>;
 }
+
+/**
+ * The script's answer: accepted (1) with the attempt, the device concerned and its address, and a
+ * completed task's line and time on its device; refused (0) with the status; or (2) the dispatcher
+ * that holds the task, when the script was given another's held set.
+ */
+type TransitionReply = [1, number, string, string, string, number | string] | [0, string] | [2, string];
 
 /**
  * The one owner of a task's transitions: create, claim, first output, requeue and every ending. The
@@ -51,6 +71,8 @@ interface TransitionCommand {
  */
 export class TaskRepository {
   private readonly redis: Redis & TransitionCommand;
+  private readonly devices: DeviceStateRepository;
+  private readonly serviceTimes: ServiceTimes;
 
   constructor(
     redis: Redis,
@@ -58,10 +80,17 @@ export class TaskRepository {
     /** Postgres, for endings of tasks whose state Redis lost. */
     private readonly records?: SqlRunner,
   ) {
-    redis.defineCommand('syTask', { numberOfKeys: 4, lua: TASK_TRANSITIONS_LUA });
+    redis.defineCommand('syTask', { numberOfKeys: 5, lua: TASK_TRANSITIONS_LUA });
     this.redis = redis as Redis & TransitionCommand;
+    this.devices = new DeviceStateRepository(redis);
+    this.serviceTimes = new ServiceTimes(redis);
   }
 
+  /**
+   * Runs a transition. `holder` is the dispatcher whose held set it touches: the claimer's for a claim,
+   * else a guess (this process's own) that the script corrects. The device's live state and the
+   * queue's service time are written after it: keys of the device and the queue, not the task's.
+   */
   private async run(
     taskId: string,
     op: TransitionOp,
@@ -69,22 +98,52 @@ export class TaskRepository {
     pairs: (string | number)[],
     event: StreamFields = [],
     ttlMs = this.options.endedTtlMs,
+    holder = this.options.dispatcherId ?? '',
   ): Promise<TransitionResult> {
-    const [ok, value] = await this.redis.syTask(
-      keys.taskState(taskId),
-      keys.records,
-      keys.liveTasks,
-      keys.taskStream(taskId),
-      op,
-      Date.now(),
-      guard,
-      ttlMs,
-      this.options.streamTtlS,
-      pairs.length / 2,
-      ...pairs,
-      ...event,
-    );
-    return ok === 1 ? { ok: true, attempt: Number(value) } : { ok: false, status: (value as TaskStatus) || null };
+    for (let tries = 1; ; tries++) {
+      const reply = await this.redis.syTask(
+        keys.taskState(taskId),
+        keys.records,
+        keys.liveTasks,
+        keys.taskStream(taskId),
+        keys.heldBy(holder),
+        op,
+        Date.now(),
+        guard,
+        ttlMs,
+        this.options.streamTtlS,
+        pairs.length / 2,
+        holder,
+        ...pairs,
+        ...event,
+      );
+      if (reply[0] === 2 && tries < HOLDER_TRIES) {
+        holder = reply[1];
+        continue;
+      }
+      if (reply[0] !== 1) {
+        // A holder that kept moving (HOLDER_TRIES times) is a task that some dispatcher keeps taking:
+        // refused as the live state it is in.
+        return { ok: false, status: reply[0] === 0 ? (reply[1] as TaskStatus) || null : 'assigned' };
+      }
+      const [, attempt, deviceId, address, line, serviceMs] = reply;
+      this.afterwards(op, deviceId, address, line, Number(serviceMs));
+      return { ok: true, attempt: Number(attempt) };
+    }
+  }
+
+  /**
+   * What an accepted transition changes outside the task's keys: the task shown in its device's live
+   * state, and a completed task's time on its device in its queue's service time. Not waited for, and
+   * a failure only leaves the operators' view or an estimate a step behind.
+   */
+  private afterwards(op: TransitionOp, deviceId: string, address: string, line: string, serviceMs: number): void {
+    if (deviceId !== '') {
+      void this.devices.holding(deviceId, op === 'claim' ? 'set' : 'clear', address).catch(() => undefined);
+    }
+    if (line.includes('.') && serviceMs >= 0) {
+      void this.serviceTimes.record(queueOfLine(line), serviceMs).catch(() => undefined);
+    }
   }
 
   /**
@@ -103,7 +162,7 @@ export class TaskRepository {
    * of the attempt) is written to the task's stream only if the claim is accepted.
    */
   claim(taskId: string, by: { deviceId: string; dispatcherId: string; token: string }): Promise<TransitionResult> {
-    return this.run(taskId, 'claim', '', claimPairs(by));
+    return this.run(taskId, 'claim', '', claimPairs(by), [], this.options.endedTtlMs, by.dispatcherId);
   }
 
   /** The first output of an attempt: written with the entry that carries it. */

@@ -1,5 +1,3 @@
-import { DEVICE_FIELDS } from '../live/device-state-codec';
-import { keys, luaKey } from '../redis/keys';
 import { TASK_FIELDS as F } from './task-state-codec';
 import { ENDED_STATUSES } from './task-statuses';
 
@@ -14,28 +12,36 @@ export const ENDED_VERSION = 1_000_000_000;
  * the task ended that way.
  *
  * KEYS[1] task state hash   KEYS[2] records stream   KEYS[3] live set (tasks by deadline)
- * KEYS[4] task event stream (may be unused)
+ * KEYS[4] task event stream (may be unused)   KEYS[5] the held set of the dispatcher ARGV[7] names
  * ARGV[1] op   ARGV[2] now (epoch ms)   ARGV[3] guard   ARGV[4] hash TTL (ms)   ARGV[5] event stream TTL (s)
- * ARGV[6] n = number of field/value pairs to set, then the pairs, then the event's fields (if any).
+ * ARGV[6] n = number of field/value pairs to set   ARGV[7] the dispatcher whose held set is KEYS[5]
+ * ('' for none), then the pairs, then the event's fields (if any).
  *
- * Returns {1, attempts} when accepted, {0, status} when refused (status '' when the task is unknown).
+ * The script touches only the keys it is passed (Redis Cluster routes it by them). A claim adds the
+ * task to the held set of the claiming dispatcher, which the caller names; a requeue or an ending
+ * removes it from the held set of the dispatcher holding it, which the caller guesses (its own, or the
+ * one it read): when the guess is wrong the script changes nothing and returns {2, holder}, and the
+ * caller runs it again with the holder's set.
  *
- * Claims and endings also set the task held by the device in its live state (keys.deviceState), only
- * while that state exists: its dispatcher writes the rest and renews it. Key names, field names
- * (taskStateCodec, deviceStateCodec) and the terminal statuses (task-statuses.ts) come by template.
+ * Returns {1, attempts, device, address, line, service ms} when accepted: the device the task was
+ * claimed by or let go from, and its address ('' when no device was concerned), so that the caller
+ * sets or clears the task held in that device's live state (a key of the device's, not the task's);
+ * and, for a completed task, its line and its time on the device, for its queue's service time ('').
+ * Returns {0, status} when refused (status '' when the task is unknown).
  *
  * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
- * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION.
+ * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION. Field
+ * names (taskStateCodec) and the terminal statuses (task-statuses.ts) come by template.
  */
 export const TASK_TRANSITIONS_LUA = `
-local op, now, guard = ARGV[1], ARGV[2], ARGV[3]
+local op, now, guard, holder = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
 local t = KEYS[1]
 local st = redis.call('HGET', t, '${F.status}')
 local n = tonumber(ARGV[6])
 local fields = {}
-for i = 7, 6 + 2 * n do fields[#fields + 1] = ARGV[i] end
+for i = 8, 7 + 2 * n do fields[#fields + 1] = ARGV[i] end
 local event = {}
-for i = 7 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
+for i = 8 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
 
 local function terminal(s)
   return ${ENDED_STATUSES.map((s) => `s == '${s}'`).join(' or ')}
@@ -50,22 +56,19 @@ local function record()
     redis.call('EXPIRE', KEYS[4], ARGV[5])
   end
 end
+-- The task joins (s) or leaves the held set of its dispatcher, KEYS[5]; the device it concerns, and
+-- its address, for the caller's update of the device's live state.
 local function held(s)
-  local f = redis.call('HMGET', t, '${F.id}', '${F.dispatcherId}', '${F.deviceId}', '${F.address}')
-  local id, d, dev, addr = f[1], f[2], f[3], f[4]
-  if d then
-    local hk = ${luaKey(keys.heldBy, 'd')}
-    if s then redis.call('SADD', hk, id) else redis.call('SREM', hk, id) end
+  local f = redis.call('HMGET', t, '${F.id}', '${F.deviceId}', '${F.address}')
+  if redis.call('HGET', t, '${F.dispatcherId}') then
+    if s then redis.call('SADD', KEYS[5], f[1]) else redis.call('SREM', KEYS[5], f[1]) end
   end
-  -- The operators' view of the device (its live state, while its dispatcher keeps it): the task it holds.
-  if dev then
-    local dk = ${luaKey(keys.deviceState, 'dev')}
-    if s then
-      if redis.call('EXISTS', dk) == 1 then redis.call('HSET', dk, '${DEVICE_FIELDS.task}', addr) end
-    elseif redis.call('HGET', dk, '${DEVICE_FIELDS.task}') == addr then
-      redis.call('HSET', dk, '${DEVICE_FIELDS.task}', '')
-    end
-  end
+  return f[2] or '', f[3] or ''
+end
+-- A requeue or an ending lets go of the task's dispatcher: false when KEYS[5] is not its held set.
+local function holderKnown()
+  local d = redis.call('HGET', t, '${F.dispatcherId}')
+  return not d or d == holder
 end
 
 if op == 'create' then
@@ -75,7 +78,7 @@ if op == 'create' then
   redis.call('ZADD', KEYS[3], redis.call('HGET', t, '${F.deadline}'), redis.call('HGET', t, '${F.id}'))
   redis.call('PEXPIRE', t, ARGV[4])
   record()
-  return {1, 0}
+  return {1, 0, '', '', '', ''}
 end
 
 if not st or terminal(st) then return refuse() end
@@ -87,54 +90,49 @@ if op == 'claim' then
   redis.call('HDEL', t, '${F.firstTokenAt}', '${F.token}', '${F.dispatcherId}', '${F.deviceId}')
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
   redis.call('HSET', t, '${F.status}', 'assigned', '${F.attempts}', att, '${F.version}', 4 * att + 1, '${F.assignedAt}', now)
-  held(true)
+  local dev, addr = held(true)
   record()
   -- The client learns of the assignment as event 0 of the attempt (the dispatcher numbers the rest).
   redis.call('XADD', KEYS[4], '*', 'a', att, 's', 0, 'e',
     '[{"type":"assigned","device_id":"' .. redis.call('HGET', t, '${F.deviceId}') .. '","attempt":' .. att .. '}]')
   redis.call('EXPIRE', KEYS[4], ARGV[5])
-  return {1, att}
+  return {1, att, dev, addr, '', ''}
 end
 
 if op == 'first' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
   redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', now, '${F.version}', 4 * att + 2)
   record()
-  return {1, att}
+  return {1, att, '', '', '', ''}
 end
 
 if op == 'requeue' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
-  held(false)
+  if not holderKnown() then return {2, redis.call('HGET', t, '${F.dispatcherId}')} end
+  local dev, addr = held(false)
   redis.call('HDEL', t, '${F.deviceId}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
   redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3)
   record()
-  return {1, att}
+  return {1, att, dev, addr, '', ''}
 end
 
 if op == 'end' then
   if guard == 'queued' and st ~= 'queued' then return refuse() end
   if string.sub(guard, 1, 8) == 'attempt:' and att ~= tonumber(string.sub(guard, 9)) then return refuse() end
-  held(false)
+  if not holderKnown() then return {2, redis.call('HGET', t, '${F.dispatcherId}')} end
+  local dev, addr = held(false)
   if n > 0 then redis.call('HSET', t, unpack(fields)) end
   redis.call('HSET', t, '${F.finishedAt}', now, '${F.version}', ${ENDED_VERSION})
   redis.call('ZREM', KEYS[3], redis.call('HGET', t, '${F.id}'))
-  -- A completed task's time on its device feeds its queue's service time (an exponential moving
-  -- average), from which a waiting request's eta_ms is estimated.
+  -- A completed task's time on its device, for its queue's service time (the caller's to record).
+  local line, ms = '', ''
   local as = redis.call('HGET', t, '${F.assignedAt}')
   if as and redis.call('HGET', t, '${F.status}') == 'completed' then
-    local q = string.match(redis.call('HGET', t, '${F.line}') or '', '^(.*)%.[^.]+$')
-    if q then
-      local svc = ${luaKey(keys.serviceTime, 'q')}
-      local x = tonumber(now) - tonumber(as)
-      local old = tonumber(redis.call('HGET', svc, 'ms') or '')
-      redis.call('HSET', svc, 'ms', old and math.floor(old * 0.8 + x * 0.2) or x)
-      redis.call('PEXPIRE', svc, 3600000)
-    end
+    line, ms = redis.call('HGET', t, '${F.line}') or '', tonumber(now) - tonumber(as)
   end
   redis.call('PEXPIRE', t, ARGV[4])
   record()
-  return {1, att}
+  return {1, att, dev, addr, line, ms}
 end
 
 return redis.error_reply('unknown task transition ' .. op)

@@ -116,6 +116,16 @@ export async function startApi(env: Record<string, string> = {}, at?: number): P
   return { url, port, proc, stop: async () => void (await proc.stop()) };
 }
 
+/**
+ * Waits until a started api or dispatcher says it is ready (/readyz: Postgres and Redis answer). startApi
+ * waits for /healthz only, since some suites start one whose Postgres or Redis is down on purpose; a
+ * test whose first request must be served waits for this too: a cold start on a busy machine may be
+ * listening before its first database connection is made.
+ */
+export async function waitReady(server: { url: string; proc: Proc }): Promise<void> {
+  await waitForHttp(`${server.url}/readyz`, { timeoutMs: START_TIMEOUT_MS, process: server.proc });
+}
+
 export interface CliResult {
   code: number;
   stdout: string;

@@ -198,14 +198,7 @@ class FloodDevice extends IpcWorker<FloodCommand, FloodReport> {
       await this.proc.stop(3_000);
       return null;
     }
-    const reply = this.next('storm-stats', 10_000);
-    this.send({ type: 'stop' });
-    try {
-      return (await reply).stats;
-    } finally {
-      await Promise.race([this.proc.exited, sleep(3_000)]);
-      await this.proc.stop(3_000);
-    }
+    return this.stopWith(this.next('storm-stats', 10_000));
   }
 
   /** Stops the flood (the task in hand ends with done) and returns what the device did. */
@@ -213,7 +206,11 @@ class FloodDevice extends IpcWorker<FloodCommand, FloodReport> {
     if (!this.proc.running) {
       return null;
     }
-    const reply = this.next('stats', 10_000);
+    return this.stopWith(this.next('stats', 10_000));
+  }
+
+  /** Tells the worker to stop, returns the stats of `reply` (awaited from before), and lets the process end. */
+  private async stopWith<S>(reply: Promise<{ stats: S }>): Promise<S> {
     this.send({ type: 'stop' });
     try {
       return (await reply).stats;

@@ -1,23 +1,11 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
 import { projectRoot } from '../paths/project-root';
+import { sourceFiles } from '../paths/source-files';
 
 /** The one file that may spell key names. */
 const KEYS_FILE = 'libs/common/src/redis/keys.ts';
-
-/** The sources of apps/ and libs/: specs (which pin names on purpose) and generated code aside. */
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) {
-      return ['generated', 'node_modules', 'dist'].includes(entry.name) ? [] : sources(path);
-    }
-    return entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts') && !entry.name.endsWith('.d.ts')
-      ? [path]
-      : [];
-  });
-}
 
 /** A key name (`sy:…`, in any string or template, Lua scripts included) or BullMQ's prefix (`sy`) alone. */
 const KEY_NAME = /\bsy:/;
@@ -48,7 +36,7 @@ function keyLiterals(name: string, text: string): string[] {
 describe('Redis key names', () => {
   it(`are spelled only in ${KEYS_FILE}: everything else builds them from keys`, () => {
     const root = projectRoot();
-    const files = [...sources(join(root, 'apps')), ...sources(join(root, 'libs'))].filter(
+    const files = [...sourceFiles(join(root, 'apps')), ...sourceFiles(join(root, 'libs'))].filter(
       (path) => relative(root, path) !== KEYS_FILE,
     );
     expect(files.length).toBeGreaterThan(100);

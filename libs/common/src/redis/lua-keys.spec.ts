@@ -1,7 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
 import { projectRoot } from '../paths/project-root';
+import { sourceFiles } from '../paths/source-files';
 
 /**
  * Every Lua script of ours touches only the keys it is passed: Redis Cluster routes a script by its
@@ -10,18 +11,6 @@ import { projectRoot } from '../paths/project-root';
  * that call redis.call) and refuses a call whose key argument is neither `KEYS[n]` nor a local that
  * holds one (`local t = KEYS[1]`, `for _, key in ipairs(KEYS)`, a table filled from KEYS).
  */
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) {
-      return ['generated', 'node_modules', 'dist'].includes(entry.name) ? [] : sources(path);
-    }
-    return entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts') && !entry.name.endsWith('.d.ts')
-      ? [path]
-      : [];
-  });
-}
 
 /** The Lua scripts of a source: its template literals that call redis.call, with `${…}` parts blanked. */
 function scripts(name: string, text: string): string[] {
@@ -74,7 +63,7 @@ export function foreignKeyCalls(lua: string): string[] {
 
 describe('Lua scripts touch only the keys they are passed', () => {
   const root = projectRoot();
-  const all = [...sources(join(root, 'apps')), ...sources(join(root, 'libs'))].flatMap((path) =>
+  const all = [...sourceFiles(join(root, 'apps')), ...sourceFiles(join(root, 'libs'))].flatMap((path) =>
     scripts(relative(root, path), readFileSync(path, 'utf8')).map((lua) => ({ path: relative(root, path), lua })),
   );
 

@@ -9,11 +9,11 @@ import {
   createPrismaClient,
   createRedis,
   freePort,
-  keys,
   newDeviceToken,
   nodeCommand,
   spawnNode,
   waitForHttp,
+  KeySpace,
 } from '@app/common';
 import type { PrismaClient } from '@app/common';
 
@@ -268,7 +268,7 @@ export async function recordsWritten(redisUrl: string, timeoutMs = 30_000): Prom
   const redis = createRedis(redisUrl);
   try {
     const deadline = Date.now() + timeoutMs;
-    while ((await redis.xlen(keys.records)) > 0) {
+    while ((await redis.xlen(KeySpace.of(redis).records(0))) > 0) {
       if (Date.now() > deadline) {
         throw new Error('task records were not written to Postgres in time');
       }
@@ -283,7 +283,7 @@ export async function recordsWritten(redisUrl: string, timeoutMs = 30_000): Prom
 export async function onlineCount(redisUrl: string, model: string): Promise<number> {
   const redis = createRedis(redisUrl);
   try {
-    return await redis.zcount(keys.presence('network', model), Date.now(), '+inf');
+    return await redis.zcount(KeySpace.of(redis).presence('network', model), Date.now(), '+inf');
   } finally {
     redis.disconnect();
   }
@@ -301,7 +301,7 @@ export async function waitOnline(
   const redis = createRedis(redisUrl);
   try {
     for (;;) {
-      const online = await redis.zcount(keys.presence(opts.pool ?? 'network', model), Date.now(), '+inf');
+      const online = await redis.zcount(KeySpace.of(redis).presence(opts.pool ?? 'network', model), Date.now(), '+inf');
       if (online >= count) {
         return performance.now() - started;
       }

@@ -1,4 +1,4 @@
-import { createRedis, keys } from '@app/common';
+import { createRedis, KeySpace } from '@app/common';
 import {
   ADMIN_TOKEN,
   REDIS_URL,
@@ -49,7 +49,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
   const presenceOf = async (model: string, deviceId: string) => {
     const redis = createRedis(REDIS_URL);
     try {
-      const members = await redis.zrangebyscore(keys.presence('network', model), Date.now(), '+inf');
+      const members = await redis.zrangebyscore(KeySpace.of(redis).presence('network', model), Date.now(), '+inf');
       return members.some((m) => m.startsWith(`${deviceId}|`));
     } finally {
       redis.disconnect();

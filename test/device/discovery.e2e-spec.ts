@@ -1,4 +1,4 @@
-import { createRedis, keys } from '@app/common';
+import { createRedis, KeySpace } from '@app/common';
 import {
   REDIS_URL,
   closeDb,
@@ -115,7 +115,11 @@ describe('model discovery', () => {
     await waitOnline([pinned], token, { proc: device });
     const redis = createRedis(REDIS_URL);
     try {
-      const gammaPresence = await redis.zrangebyscore(keys.presence('network', gamma), Date.now(), '+inf');
+      const gammaPresence = await redis.zrangebyscore(
+        KeySpace.of(redis).presence('network', gamma),
+        Date.now(),
+        '+inf',
+      );
       // a listed model is not added to --model
       expect(gammaPresence.some((m) => m.startsWith(`${id}|`))).toBe(false);
     } finally {

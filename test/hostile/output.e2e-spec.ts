@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import type { IncomingMessage } from 'node:http';
-import { createRedis, keys } from '@app/common';
+import { createRedis, KeySpace } from '@app/common';
 import type { Redis } from 'ioredis';
 import {
   closeDb,
@@ -92,7 +92,7 @@ describe('hostile device output', () => {
 
   const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await probe.info('memory'))![1]);
   const taskIdOf = (address: string) => address.slice(address.indexOf(':') + 1);
-  const streamOf = (address: string) => keys.taskStream(taskIdOf(address));
+  const streamOf = (address: string) => KeySpace.of(probe).taskStream(taskIdOf(address));
 
   /**
    * Sends `count` deltas of `size` characters, paced within the device's byte budget; stops early when

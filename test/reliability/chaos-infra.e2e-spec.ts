@@ -1,4 +1,4 @@
-import { createRedis, keys } from '@app/common';
+import { createRedis, KeySpace, SINGLE_LAYOUT } from '@app/common';
 import { closeDb, createDevice, createTenant, db, http, sleep, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
@@ -7,6 +7,7 @@ import {
   TERMINAL,
   TcpProxy,
   adminAuth,
+  assertStreamEnded,
   assertOllamaError,
   assertOpenAIError,
   bearer,
@@ -15,7 +16,6 @@ import {
   databaseUrlVia,
   jsonHttp,
   loopbackAddress,
-  sseContent,
   startApi,
   startDevice,
   startDispatcher,
@@ -153,29 +153,6 @@ describe('chaos: Redis and Postgres', () => {
       timeoutMs: 45_000,
     });
 
-  /** A stream that ended: whole (the reference content, [DONE]) or with an explicit error event. */
-  function assertStreamEnded(live: LiveStream, expected: string): 'whole' | 'error' {
-    expectStatus(live, 200);
-    const events = live.events;
-    const content = sseContent(events);
-    if (events.at(-1) === '[DONE]') {
-      // a stream that ends with [DONE] carries the whole answer, once
-      expect(content).toBe(expected);
-      return 'whole';
-    }
-    const last = events.at(-1);
-    expect({
-      ok: Boolean(last?.error?.code),
-      message: `neither [DONE] nor an error event at the end: ${live.text.slice(-400)}`,
-    }).toEqual(expect.objectContaining({ ok: true }));
-    expect(last.error.type).toBe('server_error');
-    expect({
-      ok: expected.startsWith(content),
-      message: `not a prefix of the answer:\n${content}\n${expected}`,
-    }).toEqual(expect.objectContaining({ ok: true }));
-    return 'error';
-  }
-
   describe('Redis', () => {
     /** Until 200 (the dispatcher renews its devices' presence every 5 s after a restart). */
     async function untilServed(content: string) {
@@ -238,7 +215,7 @@ describe('chaos: Redis and Postgres', () => {
       );
       await live.waitFor(/"content":"[^"]+"/);
       const row = await waitStatus(tenant.org.id, 'streaming', 10_000, { stream: true });
-      const key = keys.taskStream(row.id);
+      const key = KeySpace.for(SINGLE_LAYOUT).taskStream(row.id);
       return {
         live,
         row,

@@ -4,7 +4,8 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
-import { TASK_FIELDS, createRedis, keys } from '@app/common';
+import { TASK_FIELDS, createRedis, KeySpace } from '@app/common';
+import { expectStatus } from '../support/expect-status';
 import { ADMIN_TOKEN, DATABASE_URL, Proc, REDIS_URL, db, freePort, recordsWritten, sleep } from '../support/stack';
 
 export { deviceIdOf, startApi, startDevice, startDispatcher, waitOnline } from '../support/stack';
@@ -217,7 +218,9 @@ export async function waitStatus(orgId: string, status: string, timeoutMs = 15_0
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const rows = await db().task.findMany({ where: { orgId, ...extra }, orderBy: { queuedAt: 'desc' }, take: 50 });
-      const live = await Promise.all(rows.map((r) => redis.hget(keys.taskState(r.id), TASK_FIELDS.status)));
+      const live = await Promise.all(
+        rows.map((r) => redis.hget(KeySpace.of(redis).taskState(r.id), TASK_FIELDS.status)),
+      );
       const found = rows.find((r, i) => (live[i] ?? r.status) === status);
       if (found) {
         // The row once it holds that transition (and whatever came after): its device, its times.
@@ -321,6 +324,29 @@ export class LiveStream {
   abort(): void {
     this.controller.abort();
   }
+}
+
+/** A stream that ended: whole (the reference content, [DONE]) or with an explicit error event. */
+export function assertStreamEnded(live: LiveStream, expected: string): 'whole' | 'error' {
+  expectStatus(live, 200);
+  const events = live.events;
+  const content = sseContent(events);
+  if (events.at(-1) === '[DONE]') {
+    // a stream that ends with [DONE] carries the whole answer, once
+    expect(content).toBe(expected);
+    return 'whole';
+  }
+  const last = events.at(-1);
+  expect({
+    ok: Boolean(last?.error?.code),
+    message: `neither [DONE] nor an error event at the end: ${live.text.slice(-400)}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
+  expect(last.error.type).toBe('server_error');
+  expect({
+    ok: expected.startsWith(content),
+    message: `not a prefix of the answer:\n${content}\n${expected}`,
+  }).toEqual(expect.objectContaining({ ok: true }));
+  return 'error';
 }
 
 /** A redis-server of the test's own, without persistence: a restart loses everything, as in production without AOF. */

@@ -1,6 +1,6 @@
 import { io } from 'socket.io-client';
 import type { Socket } from 'socket.io-client';
-import { PROTOCOL_VERSION, createRedis, keys } from '@app/common';
+import { PROTOCOL_VERSION, createRedis, KeySpace } from '@app/common';
 import {
   ADMIN_TOKEN,
   REDIS_URL,
@@ -333,8 +333,8 @@ describe('isolation and untrusted devices', () => {
     it('a revoked device is disconnected and refused afterwards', async () => {
       const redis = createRedis(REDIS_URL);
       const online = async () =>
-        (await redis.zrangebyscore(keys.presence(orgA.org.id, privateModel), Date.now(), '+inf')).some((m) =>
-          m.startsWith(`${directDevice.id}|`),
+        (await redis.zrangebyscore(KeySpace.of(redis).presence(orgA.org.id, privateModel), Date.now(), '+inf')).some(
+          (m) => m.startsWith(`${directDevice.id}|`),
         );
       try {
         // The direct device is online.

@@ -9,10 +9,13 @@ import {
   canBind,
   createPrismaClient,
   createRedis,
-  keys,
   sha256Hex,
   spawnNode,
   waitForHttp,
+  KeySpace,
+  connectRedis,
+  redisTargetOf,
+  loadConfig,
 } from '@app/common';
 import type { PrismaClient } from '@app/common';
 import { runCli } from '../../apps/cli/src/cli';
@@ -61,12 +64,25 @@ export async function freePort(): Promise<number> {
 
 /** A real child process of a test, with all its output kept for assertions and for failure reports. */
 export class Proc extends ServiceProcess {
+  private stopping = false;
+
   constructor(child: ChildProcess) {
     super(child);
+    // A process that ends by itself with an error code (a crash, an exit on a fatal error) while its test
+    // still uses it: its last words go to the test run's output, where a failure report can be read
+    // against them. A process stopped by its test, or killed by a signal the test sent, is not reported.
+    child.on('exit', (code) => {
+      if (code !== null && code !== 0 && !this.stopping) {
+        process.stderr.write(
+          `[test process ${child.pid}] exited by itself, code ${code}; its last output:\n${this.output.slice(-2_000)}\n`,
+        );
+      }
+    });
   }
 
   /** Stops the process and waits for it (SIGKILL after a grace period). */
   stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 5_000): Promise<number | null> {
+    this.stopping = true;
     return this.terminate(signal, graceMs);
   }
 }
@@ -284,6 +300,8 @@ export interface OnlineOptions {
   pool?: string;
   /** The Redis the dispatcher publishes presence to (default: this run's). */
   redisUrl?: string;
+  /** Or the seed nodes of the Redis Cluster it publishes to (REDIS_CLUSTER_NODES). */
+  clusterSeeds?: string;
   timeoutMs?: number;
   /** A process whose exit ends the wait early (with its output in the error). */
   proc?: Proc;
@@ -324,7 +342,9 @@ export async function startDevice(
 /** Waits until a device's presence is published for each model in the pool. */
 export async function waitOnline(models: string[], token: string, opts: OnlineOptions = {}): Promise<void> {
   const deviceId = await deviceIdOf(token);
-  const redis = createRedis(opts.redisUrl ?? REDIS_URL);
+  const redis = opts.clusterSeeds
+    ? connectRedis(redisTargetOf(loadConfig({ REDIS_CLUSTER_NODES: opts.clusterSeeds })), 'commands')
+    : createRedis(opts.redisUrl ?? REDIS_URL);
   redis.on('error', () => undefined);
   try {
     const deadline = Date.now() + (opts.timeoutMs ?? START_TIMEOUT_MS);
@@ -332,7 +352,9 @@ export async function waitOnline(models: string[], token: string, opts: OnlineOp
       const found = await Promise.all(
         models.map(async (m) =>
           (
-            await redis.zrangebyscore(keys.presence(opts.pool ?? 'network', m), Date.now(), '+inf').catch(() => [])
+            await redis
+              .zrangebyscore(KeySpace.of(redis).presence(opts.pool ?? 'network', m), Date.now(), '+inf')
+              .catch(() => [])
           ).some((x) => x.startsWith(`${deviceId}|`)),
         ),
       );
@@ -360,12 +382,12 @@ export async function recordsWritten(redisUrl = REDIS_URL, timeoutMs = 15_000): 
   const redis = createRedis(redisUrl);
   try {
     // Only the records there now: other suites keep adding theirs, and the stream is seldom empty.
-    const [last] = await redis.xrevrange(keys.records, '+', '-', 'COUNT', 1);
+    const [last] = await redis.xrevrange(KeySpace.of(redis).records(0), '+', '-', 'COUNT', 1);
     if (!last) {
       return;
     }
     const deadline = Date.now() + timeoutMs;
-    while ((await redis.xrange(keys.records, '-', last[0], 'COUNT', 1)).length > 0) {
+    while ((await redis.xrange(KeySpace.of(redis).records(0), '-', last[0], 'COUNT', 1)).length > 0) {
       if (Date.now() > deadline) {
         throw new Error('task records were not written to Postgres in time');
       }

@@ -40,8 +40,14 @@ const cell = (text: string) => text.replace(/\|/g, '\\|');
 
 /** Every Redis key and channel, from the catalog of libs/common/src/redis/keys.ts, for docs/architecture.md. */
 export function redisKeysTable(): string {
-  const rows = redisKeyDocs().map((k) => [`\`${cell(k.pattern)}\``, k.type, cell(k.holds), cell(k.lifetime)]);
-  return markdownTable(['key', 'type', 'holds', 'lifetime'], rows);
+  const rows = redisKeyDocs().map((k) => [
+    `\`${cell(k.pattern)}\``,
+    k.clusterPattern === k.pattern ? '—' : `\`${cell(k.clusterPattern)}\``,
+    k.type,
+    cell(k.holds),
+    cell(k.lifetime),
+  ]);
+  return markdownTable(['key', 'on a Redis Cluster', 'type', 'holds', 'lifetime'], rows);
 }
 
 /** The fields of each Redis hash that has a codec, for docs/architecture.md. */

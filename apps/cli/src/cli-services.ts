@@ -1,8 +1,9 @@
-import type { Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import type { AdminService } from '@app/common/admin/admin.service';
 import type { AdminFleetService } from '@app/common/admin/fleet.service';
 import type { UsageService } from '@app/common/usage/usage.service';
+import type { RedisTarget } from '@app/common/config/config';
+import type { RedisClient } from '@app/common/redis/redis';
 
 /**
  * What a command works with, loaded and made on first use, on one small pg pool. The modules are
@@ -12,11 +13,11 @@ import type { UsageService } from '@app/common/usage/usage.service';
  */
 export class CliServices {
   private pool: Pool | undefined;
-  private redis: Redis | undefined;
+  private redis: RedisClient | undefined;
 
   constructor(
     private readonly databaseUrl: string,
-    private readonly redisUrl: string,
+    private readonly redisTarget: RedisTarget,
   ) {}
 
   async admin(): Promise<AdminService> {
@@ -31,13 +32,13 @@ export class CliServices {
 
   /** The live view (devices online, queues): Postgres and Redis, ioredis loaded only for these commands. */
   async fleet(): Promise<AdminFleetService> {
-    const [{ AdminFleetService }, { sqlOf }, { createRedis }] = await Promise.all([
+    const [{ AdminFleetService }, { sqlOf }, { connectRedis }] = await Promise.all([
       import('@app/common/admin/fleet.service'),
       import('@app/common/admin/sql'),
       import('@app/common/redis/redis'),
     ]);
     // A command is not a service: an unreachable Redis fails it after a few quick tries, not minutes.
-    this.redis ??= createRedis(this.redisUrl, {
+    this.redis ??= connectRedis(this.redisTarget, 'commands', {
       maxRetriesPerRequest: 1,
       connectTimeout: 2_000,
       retryStrategy: (attempt) => (attempt > 2 ? null : 200),

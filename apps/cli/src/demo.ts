@@ -6,8 +6,8 @@ import {
   AppError,
   createPrismaClient,
   NETWORK_POOL,
-  createRedis,
-  keys,
+  connectRedis,
+  redisTargetOf,
   DISPATCHER_SCRIPT,
   ServiceProcess,
   givenInEnvironment,
@@ -16,8 +16,10 @@ import {
   sha256Hex,
   spawnNode,
   waitForHttp,
+  KeySpace,
 } from '@app/common';
 import type { AppConfig, PrismaClient } from '@app/common';
+import { startEmbeddedRedisCluster } from './embedded/embedded-redis-cluster';
 import { chooseService, startEmbeddedPostgres, startEmbeddedRedis } from './embedded/services';
 import type { ServiceChoice } from './embedded/services';
 import { migrate } from './migrations/migrator';
@@ -101,11 +103,11 @@ function start(name: string, script: string, args: string[], env: NodeJS.Process
 }
 
 async function waitForDevice(config: AppConfig): Promise<void> {
-  const redis = createRedis(config.REDIS_URL);
+  const redis = connectRedis(redisTargetOf(config), 'commands');
   try {
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
-      if ((await redis.zcount(keys.presence(NETWORK_POOL, MODEL), Date.now(), '+inf')) > 0) {
+      if ((await redis.zcount(KeySpace.of(redis).presence(NETWORK_POOL, MODEL), Date.now(), '+inf')) > 0) {
         return;
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -123,6 +125,8 @@ async function waitForDevice(config: AppConfig): Promise<void> {
  */
 async function stores(config: AppConfig): Promise<{ pg: ServiceChoice; redis: ServiceChoice }> {
   const force = process.argv.includes('--embedded') || config.SWITCHYARD_EMBEDDED;
+  // A Redis Cluster, given (REDIS_CLUSTER_NODES) or embedded (--cluster), stands in for REDIS_URL.
+  const cluster = config.REDIS_CLUSTER_NODES !== undefined || process.argv.includes('--cluster');
   const [pg, redis] = await Promise.allSettled([
     chooseService('Postgres', config.DATABASE_URL, {
       explicit: givenInEnvironment('DATABASE_URL'),
@@ -133,11 +137,13 @@ async function stores(config: AppConfig): Promise<{ pg: ServiceChoice; redis: Se
           dataDir: join(config.SWITCHYARD_EMBEDDED_DIR ?? join(ROOT, '.switchyard', 'embedded'), 'postgres'),
         }),
     }),
-    chooseService('Redis', config.REDIS_URL, {
-      explicit: givenInEnvironment('REDIS_URL'),
-      force,
-      start: startEmbeddedRedis,
-    }),
+    cluster
+      ? Promise.resolve({ url: config.REDIS_URL, embedded: null, unreachable: null })
+      : chooseService('Redis', config.REDIS_URL, {
+          explicit: givenInEnvironment('REDIS_URL'),
+          force,
+          start: startEmbeddedRedis,
+        }),
   ]);
   if (pg.status === 'rejected' || redis.status === 'rejected') {
     // The one that did start goes with the demo.
@@ -171,13 +177,27 @@ async function main(): Promise<void> {
     process.stderr.write(`${(error as Error).message}\n`);
     process.exit(1);
   });
-  const embedded = [pg.embedded, redis.embedded].filter((e) => e !== null);
+  const embedded: { stop(): Promise<void> }[] = [pg.embedded, redis.embedded].filter((e) => e !== null);
   const stopEmbedded = () => Promise.all(embedded.map((e) => e.stop().catch(() => undefined)));
+  let clusterNodes = given.REDIS_CLUSTER_NODES;
+  if (process.argv.includes('--cluster') && !clusterNodes) {
+    const cluster = await startEmbeddedRedisCluster({ masters: 3, replicasPerMaster: 0 }).catch(
+      async (error: unknown) => {
+        await stopEmbedded();
+        process.stderr.write(`the demo's Redis Cluster could not start: ${(error as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+    embedded.push(cluster);
+    clusterNodes = cluster.nodes;
+    say(`Redis: started an embedded Redis Cluster for this demo: ${cluster.description}`);
+  }
   // The demo's database on an embedded server; the given URLs otherwise.
   const config: AppConfig = {
     ...given,
     DATABASE_URL: pg.embedded ? `${pg.embedded.url}/switchyard` : given.DATABASE_URL,
     REDIS_URL: redis.url,
+    REDIS_CLUSTER_NODES: clusterNodes,
   };
   try {
     await run(config, stopEmbedded);
@@ -197,6 +217,13 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     ...process.env,
     DATABASE_URL: config.DATABASE_URL,
     REDIS_URL: config.REDIS_URL,
+    ...(config.REDIS_CLUSTER_NODES
+      ? {
+          REDIS_CLUSTER_NODES: config.REDIS_CLUSTER_NODES.map(
+            ({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`,
+          ).join(','),
+        }
+      : {}),
     API_PORT: String(config.API_PORT),
     DISPATCHER_PORT: String(config.DISPATCHER_PORT),
     ADMIN_TOKEN: state.adminToken,

@@ -1,4 +1,4 @@
-import { loadConfig } from '@app/common/config/config';
+import { loadConfig, redisTargetOf } from '@app/common/config/config';
 import type { AdminService } from '@app/common/admin/admin.service';
 import { CliServices } from './cli-services';
 import { renderHuman } from './output';
@@ -45,7 +45,7 @@ export class CommandRunner {
   readonly run: Run = async (action, opts = {}) => {
     this.json = this.wantsJson();
     const config = loadConfig(this.io.env);
-    this.services = new CliServices(config.DATABASE_URL, config.REDIS_URL);
+    this.services = new CliServices(config.DATABASE_URL, redisTargetOf(config));
     const result = await action(this.services);
     // A JSON list is wrapped so that --json always prints one object.
     const out = Array.isArray(result) ? { object: 'list', data: result } : result;

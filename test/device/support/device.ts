@@ -1,6 +1,6 @@
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRedis, decodePresenceMember, keys, sha256Hex } from '@app/common';
+import { createRedis, decodePresenceMember, sha256Hex, KeySpace } from '@app/common';
 import {
   REDIS_URL,
   baseEnv,
@@ -129,7 +129,7 @@ export async function waitFeatures(
   try {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const members = await redis.zrangebyscore(keys.presence(pool, model), Date.now(), '+inf');
+      const members = await redis.zrangebyscore(KeySpace.of(redis).presence(pool, model), Date.now(), '+inf');
       const mine = members.map(decodePresenceMember).find((m) => m.deviceId === device.id);
       if (mine && accept(mine.features)) {
         return mine.features;
@@ -151,7 +151,7 @@ export async function waitOffline(token: string, model: string, pool = 'network'
   try {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const members = await redis.zrangebyscore(keys.presence(pool, model), Date.now(), '+inf');
+      const members = await redis.zrangebyscore(KeySpace.of(redis).presence(pool, model), Date.now(), '+inf');
       if (!members.some((m) => decodePresenceMember(m).deviceId === device.id)) {
         return;
       }

@@ -1,5 +1,5 @@
 import { io } from 'socket.io-client';
-import { AdminService, PROTOCOL_VERSION, createRedis, decodePresenceMember, keys } from '@app/common';
+import { AdminService, PROTOCOL_VERSION, createRedis, decodePresenceMember, KeySpace } from '@app/common';
 import { FakeDevice } from '../../support/fake-device';
 import {
   REDIS_URL,
@@ -44,7 +44,7 @@ describe('device gateway (dispatcher)', () => {
   }
 
   const presence = async (pool: string, model: string) =>
-    (await redis.zrangebyscore(keys.presence(pool, model), Date.now(), '+inf')).map(decodePresenceMember);
+    (await redis.zrangebyscore(KeySpace.of(redis).presence(pool, model), Date.now(), '+inf')).map(decodePresenceMember);
 
   it('refuses a handshake without a valid device token', async () => {
     const { token } = await createDevice();

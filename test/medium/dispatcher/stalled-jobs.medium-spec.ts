@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { CHAT_JOB, LineQueue, QUEUE_PREFIX, chatJobOptions, createRedis } from '@app/common';
+import { CHAT_JOB, KeySpace, LineQueue, chatJobOptions, createRedis, queueOfLine } from '@app/common';
 import type { ChatJobData } from '@app/common';
 import { REDIS_URL, sleep } from '../../support/stack';
 
@@ -28,7 +28,7 @@ describe('stalled jobs in a line', () => {
 
   /** The next run of the check, as if STALLED_INTERVAL_MS had passed. */
   async function check(): Promise<string[]> {
-    await redis.del(`${QUEUE_PREFIX}:${line}:stalled-check`);
+    await redis.del(`${KeySpace.of(redis).queuePrefix(queueOfLine(line))}:${line}:stalled-check`);
     return queue.recoverStalled();
   }
 
@@ -49,7 +49,7 @@ describe('stalled jobs in a line', () => {
     await sleep(100);
     await check();
     expect(await check()).toEqual([taskId]);
-    expect(await redis.llen(`${QUEUE_PREFIX}:${line}:active`)).toBe(0);
+    expect(await redis.llen(KeySpace.of(redis).lineActive(line))).toBe(0);
     const back = await queue.take('live-dispatcher:1');
     expect(back?.id).toBe(taskId);
     expect(back?.deferredFailure).toMatch(/stalled/);
@@ -61,9 +61,9 @@ describe('stalled jobs in a line', () => {
       const taskId = randomUUID();
       await held.add(CHAT_JOB, data(taskId), chatJobOptions(taskId));
       expect((await held.take('live-dispatcher:1'))?.id).toBe(taskId);
-      await redis.del(`${QUEUE_PREFIX}:${line}-held:stalled-check`);
+      await redis.del(`${KeySpace.of(redis).queuePrefix(queueOfLine(line))}:${line}-held:stalled-check`);
       expect(await held.recoverStalled()).toEqual([]);
-      await redis.del(`${QUEUE_PREFIX}:${line}-held:stalled-check`);
+      await redis.del(`${KeySpace.of(redis).queuePrefix(queueOfLine(line))}:${line}-held:stalled-check`);
       expect(await held.recoverStalled()).toEqual([]);
       expect(await held.getActiveCount()).toBe(1);
     } finally {

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { CHAT_JOB, LineQueue, chatJobOptions } from '@app/common';
-import type { ChatJobData, FairShare } from '@app/common';
+import type { ChatJobData, FairShare, RedisClient } from '@app/common';
 import { uniq } from '../../support/stack';
 
 /**
@@ -18,7 +17,7 @@ export class TestQueue {
   private tokens = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     readonly fair: FairShare,
   ) {}
 

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { TaskRecordWriter, TaskRepository, createLogger, createRedis, keys } from '@app/common';
+import { TaskRecordWriter, TaskRepository, createLogger, createRedis, KeySpace } from '@app/common';
 import type { NewTask, SqlRunner, TransitionResult } from '@app/common';
 import { createPool } from '../../../libs/common/src/prisma/pool';
 import { ENDED_VERSION } from '../../../libs/common/src/tasks/task-transitions.lua';
@@ -65,7 +65,7 @@ describe('TaskRepository', () => {
   /** Until every record appended so far was written and acknowledged. */
   async function drained(timeoutMs = 10_000) {
     const deadline = Date.now() + timeoutMs;
-    while ((await redis.xlen(keys.records)) > 0) {
+    while ((await redis.xlen(KeySpace.of(redis).records(0))) > 0) {
       if (Date.now() > deadline) {
         throw new Error('the task records were not written');
       }
@@ -75,7 +75,7 @@ describe('TaskRepository', () => {
 
   /** The task's event stream: (attempt, seq, events) per entry. */
   async function events(id: string) {
-    const entries = await redis.xrange(keys.taskStream(id), '-', '+');
+    const entries = await redis.xrange(KeySpace.of(redis).taskStream(id), '-', '+');
     return entries.map(([, f]) => {
       const h = Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]]));
       return { a: h.a, s: h.s, e: JSON.parse(h.e) as { type: string }[] };
@@ -102,7 +102,7 @@ describe('TaskRepository', () => {
     // The same id twice: refused with the status it has.
     expect(await create(task)).toEqual({ ok: false, status: 'queued' });
     expect(await tasks.get(task.id)).toMatchObject({ status: 'queued', version: 0, attempts: 0 });
-    expect(await redis.zscore(keys.liveTasks, task.id)).toBe(String(task.deadline));
+    expect(await redis.zscore(KeySpace.of(redis).liveTasks(0), task.id)).toBe(String(task.deadline));
 
     const first = by(1);
     expect(await tasks.claim(task.id, first)).toEqual({ ok: true, attempt: 1 });
@@ -158,7 +158,7 @@ describe('TaskRepository', () => {
     expect(await tasks.end(task.id, ending, { attempt: 2 }, done)).toEqual({ ok: true, attempt: 2 });
     // The first ending wins.
     expect(await tasks.end(task.id, { status: 'cancelled' }, 'any')).toEqual({ ok: false, status: 'completed' });
-    expect(await redis.zscore(keys.liveTasks, task.id)).toBeNull();
+    expect(await redis.zscore(KeySpace.of(redis).liveTasks(0), task.id)).toBeNull();
     expect(await tasks.heldBy('disp-2')).toEqual([]);
 
     // The client saw: assigned (1), requeued, assigned (2), the first output, done; refused events never.
@@ -205,7 +205,7 @@ describe('TaskRepository', () => {
     await create(task);
     await tasks.claim(task.id, by(4));
     await row(task.id, 5);
-    await redis.del(keys.taskState(task.id));
+    await redis.del(KeySpace.of(redis).taskState(task.id));
 
     const ending = { status: 'failed' as const, errorCode: 'device_disconnected', completionTokens: 0 };
     expect(await tasks.end(task.id, ending, { attempt: 1 })).toEqual({ ok: true, attempt: 0, recovered: true });
@@ -219,7 +219,7 @@ describe('TaskRepository', () => {
     await create(assigned);
     await tasks.claim(assigned.id, by(5));
     await row(assigned.id, 5);
-    await redis.del(keys.taskState(assigned.id));
+    await redis.del(KeySpace.of(redis).taskState(assigned.id));
     expect(await tasks.end(assigned.id, { status: 'timed_out', errorCode: 'queue_timeout' }, 'queued')).toEqual({
       ok: false,
       status: null,
@@ -233,7 +233,7 @@ describe('TaskRepository', () => {
     const task = newTask();
     await create(task);
     await tasks.claim(task.id, by(1));
-    await redis.del(keys.taskState(task.id));
+    await redis.del(KeySpace.of(redis).taskState(task.id));
     const later = sleep(500).then(() => {
       writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));
       writer.start();
@@ -315,7 +315,11 @@ describe('TaskRepository', () => {
       const task = newTask();
       await create(task);
       // The bad writer takes the record (it is the only writer) and cannot write it.
-      for (let i = 0; i < 100 && !(await redis.xpending(keys.records, 'writers', '-', '+', 10)).length; i++) {
+      for (
+        let i = 0;
+        i < 100 && !(await redis.xpending(KeySpace.of(redis).records(0), 'writers', '-', '+', 10)).length;
+        i++
+      ) {
         await sleep(20);
       }
       writer = new TaskRecordWriter(createRedis(REDIS_URL), sql, createLogger('test', 'silent'), uniq('writer'));

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { TaskRepository, createRedis, keys } from '@app/common';
+import { TaskRepository, createRedis, KeySpace } from '@app/common';
 import type { Ending, NewTask, TaskSnapshot } from '@app/common';
 import { REDIS_URL, closeDb, recordsWritten, uniq } from '../../support/stack';
 import { TASK_TTLS, createTaskOwners, newTaskOf, startRecordWriter } from './task-fixture';
@@ -61,7 +61,7 @@ describe('task transitions', () => {
 
   /** The records of this task waiting for the Postgres writers (none runs until the end). */
   async function records(id: string): Promise<number> {
-    const all = await redis.xrange(keys.records, '-', '+');
+    const all = await redis.xrange(KeySpace.of(redis).records(0), '-', '+');
     return all.filter(([, fields]) => fields.includes(id)).length;
   }
 
@@ -69,7 +69,7 @@ describe('task transitions', () => {
   async function observe(id: string) {
     const [state, events, recorded, held] = await Promise.all([
       tasks.get(id),
-      redis.xrange(keys.taskStream(id), '-', '+'),
+      redis.xrange(KeySpace.of(redis).taskStream(id), '-', '+'),
       records(id),
       tasks.heldBy(dispatcher),
     ]);
@@ -214,7 +214,7 @@ describe('task transitions', () => {
     it('a requeue or an ending that guesses another dispatcher is run again with the holder’s set; the other set is untouched', async () => {
       const other = uniq('other-disp');
       const guessing = new TaskRepository(redis, { ...TASK_TTLS, dispatcherId: other });
-      await redis.sadd(keys.heldBy(other), 'a-task-of-its-own');
+      await redis.sadd(KeySpace.of(redis).heldBy(other, 0), 'a-task-of-its-own');
       const requeued = await created();
       await tasks.claim(requeued.id, claimer(1));
       const ended = await created();
@@ -234,7 +234,7 @@ describe('task transitions', () => {
       // Each transition was accepted once: one record each, the events in order.
       expect(await records(requeued.id)).toBe(3);
       expect(await records(ended.id)).toBe(3);
-      await redis.del(keys.heldBy(other));
+      await redis.del(KeySpace.of(redis).heldBy(other, 0));
     });
   });
 

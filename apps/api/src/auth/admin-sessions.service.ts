@@ -1,9 +1,8 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
 import { APP_CONFIG, AppError, REDIS, keys } from '@app/common';
-import type { AppConfig } from '@app/common';
+import type { AppConfig, RedisClient } from '@app/common';
 
 /** The dashboard's session cookie. `__Host-` would forbid it on plain HTTP, which a loopback admin listener is. */
 export const SESSION_COOKIE = 'sy_admin_session';
@@ -52,7 +51,7 @@ export class AdminSessions {
   private readonly fingerprint: Buffer | null;
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     this.fingerprint = config.ADMIN_TOKEN ? Buffer.from(tokenFingerprint(config.ADMIN_TOKEN)) : null;

@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { APP_CONFIG, AppError, FailureLimit, REDIS, keys } from '@app/common';
-import type { AppConfig } from '@app/common';
+import type { AppConfig, RedisClient } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
 
 export type CredentialKind = 'api_key' | 'admin';
@@ -21,7 +20,7 @@ export class AuthFailures {
   private readonly limits: Record<CredentialKind, FailureLimit>;
 
   constructor(
-    @Inject(REDIS) redis: Redis,
+    @Inject(REDIS) redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
   ) {

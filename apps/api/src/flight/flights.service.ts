@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TaskRepository, keys, REDIS } from '@app/common';
-import type { AppConfig, EndGuard, Ending, Logger } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, REDIS, KeySpace } from '@app/common';
+import type { AppConfig, EndGuard, Ending, Logger, RedisClient } from '@app/common';
 import { JobQueue } from '../queue/job-queue.service';
 import type { Slot } from '../limits/limits.service';
 import { MetricsService } from '../metrics/metrics.service';
@@ -37,7 +36,7 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
     private readonly tasks: TaskRepository,
     private readonly queue: JobQueue,
     private readonly metrics: MetricsService,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -125,7 +124,7 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
       if (outcome === 'completed' && flight.completionTokens && seconds > 0) {
         this.metrics.tokensPerSecond.observe({ model: flight.task.model }, flight.completionTokens / seconds);
       }
-      this.redis.unlink(keys.taskStream(flight.task.taskId)).catch((err: unknown) =>
+      this.redis.unlink(KeySpace.of(this.redis).taskStream(flight.task.taskId)).catch((err: unknown) =>
         // It expires on its own (TASK_STREAM_TTL_S).
         this.logger.warn({ err: (err as Error).message }, 'could not delete a task stream'),
       );

@@ -19,7 +19,7 @@ export function apiCore(logger: Logger): DynamicModule {
       { token: REDIS, name: 'switchyard-api', use: 'commands', offlineQueue: false },
       { token: STREAMS_REDIS, name: 'switchyard-api-streams', use: 'blocking' },
       { token: RECORDS_REDIS, name: 'switchyard-api-records', use: 'blocking' },
-      { token: SUB_REDIS, name: 'switchyard-api-sub', use: 'blocking' },
+      { token: SUB_REDIS, name: 'switchyard-api-sub', use: 'subscriber' },
     ],
     liveness: { awaitFirstRenewal: false, onShutdown: 'lapse' },
     metrics: MetricsService,

@@ -1,8 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { AppError, LOGGER, NETWORK_POOL, decodePresenceMember, keys, REDIS, SUB_REDIS } from '@app/common';
-import type { Feature, Logger, Requirement } from '@app/common';
+import {
+  AppError,
+  LOGGER,
+  NETWORK_POOL,
+  decodePresenceMember,
+  REDIS,
+  SUB_REDIS,
+  KeySpace,
+  Announcements,
+} from '@app/common';
+import type { Feature, Logger, Requirement, RedisClient } from '@app/common';
 
 /**
  * What this instance remembers of a (pool, model)'s presence. Dispatchers announce every change on a
@@ -42,24 +50,20 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
   private readonly cache = new Map<string, { features: Feature[][]; at: number }>();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
-    @Inject(SUB_REDIS) private readonly sub: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
+    @Inject(SUB_REDIS) private readonly sub: RedisClient,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.sub.on('message', (_channel: string, topic: string) => {
-      const [pool, model] = topic.split(' ');
-      this.cache.delete(keys.presence(pool, model));
-    });
     this.sub.on('ready', () => this.cache.clear());
     this.sub.on('error', (err: Error) => this.logger.warn({ err: err.message }, 'presence subscription error'));
     // Not awaited: the api starts while Redis is down (requests then read presence each time).
-    this.sub
-      .subscribe(keys.presenceChannel)
-      .catch((err: unknown) =>
-        this.logger.warn({ err: (err as Error).message }, 'could not subscribe to presence changes'),
-      );
+    Announcements.listen(this.sub, {
+      presenceChanged: (pool, model) => this.cache.delete(KeySpace.of(this.redis).presence(pool, model)),
+    }).catch((err: unknown) =>
+      this.logger.warn({ err: (err as Error).message }, 'could not subscribe to presence changes'),
+    );
   }
 
   onModuleDestroy(): void {
@@ -68,7 +72,7 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
 
   /** The feature sets of the devices online for a (pool, model); `fresh` skips the cache. */
   private async online(pool: string, model: string, fresh: boolean): Promise<Feature[][]> {
-    const key = keys.presence(pool, model);
+    const key = KeySpace.of(this.redis).presence(pool, model);
     const now = performance.now();
     const hit = this.cache.get(key);
     if (hit && !fresh && now - hit.at < CACHE_TTL_MS) {
@@ -96,7 +100,9 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     const pools = networkAllowed ? [orgId, NETWORK_POOL] : [orgId];
     const now = Date.now();
     const answers = await Promise.all(
-      pools.map((pool) => this.redis.zrangebyscore(keys.presence(pool, model), now, '+inf', 'WITHSCORES')),
+      pools.map((pool) =>
+        this.redis.zrangebyscore(KeySpace.of(this.redis).presence(pool, model), now, '+inf', 'WITHSCORES'),
+      ),
     );
     const features: Feature[][] = [];
     let until: number | null = null;

@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { APP_CONFIG, AppError, REDIS, keys, taskLifetimeMs } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import type { AppConfig, Logger, RedisClient } from '@app/common';
 import { LOGGER } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -56,7 +55,7 @@ export class LimitsService {
   private readonly slotTtlMs: number;
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
     @Inject(LOGGER) private readonly logger: Logger,

@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import {
   CHAT_JOB,
   FairShare,
@@ -9,11 +8,11 @@ import {
   LineQueues,
   TaskRepository,
   chatJobOptions,
-  keys,
   queueStanding,
   REDIS,
+  Announcements,
 } from '@app/common';
-import type { ChatJobData, Logger, NewTask, QueueStanding } from '@app/common';
+import type { ChatJobData, Logger, NewTask, QueueStanding, RedisClient } from '@app/common';
 
 /**
  * The api's one way onto the queues. A new task's record, its job (BullMQ's own script), its line's
@@ -24,15 +23,18 @@ import type { ChatJobData, Logger, NewTask, QueueStanding } from '@app/common';
 export class JobQueue implements OnApplicationShutdown {
   private readonly lines: LineQueues;
   private readonly fair: FairShare;
+  /** Whether the connection's writes leave in one order (a single server: one socket). */
+  private readonly ordered: boolean;
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     private readonly tasks: TaskRepository,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     // The api never takes jobs: the lock duration is the dispatchers' business.
     this.lines = new LineQueues(redis, 0, (err) => this.logger.warn({ err: err.message }, 'queue connection error'));
     this.fair = new FairShare(redis);
+    this.ordered = !redis.isCluster;
   }
 
   async enqueue(task: NewTask, data: ChatJobData, weight: number): Promise<void> {
@@ -42,10 +44,15 @@ export class JobQueue implements OnApplicationShutdown {
     // runs them in this order.
     const client = await queue.client;
     const created = this.tasks.create(task);
+    if (!this.ordered) {
+      // On a cluster the task's keys and the queue's live on different masters: one write no longer
+      // orders them, so the task exists before a dispatcher can find its job.
+      await created;
+    }
     // addJob issues BullMQ's add script before its first await.
     const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(client);
     const enqueued = this.fair.enqueue(task.line, weight);
-    const published = this.redis.publish(keys.jobsChannel, task.line);
+    const published = Announcements.of(this.redis).jobWaiting(task.line);
     const [creation] = await Promise.all([created, added, enqueued, published]);
     if (!creation.ok) {
       throw new Error(`task ${task.id} exists already`);
@@ -59,7 +66,7 @@ export class JobQueue implements OnApplicationShutdown {
 
   /** Tells the dispatchers to stop a task a device may be working on. */
   async cancel(taskId: string): Promise<void> {
-    await this.redis.publish(keys.cancelChannel, taskId);
+    await Announcements.of(this.redis).cancel(taskId);
   }
 
   /** Where a waiting task stands in its queue (1 = next) and its estimated wait, or null when it does not wait. */

@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { APP_CONFIG, Holds, LOGGER, keys, REDIS } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import type { AppConfig, Logger, RedisClient } from '@app/common';
 import { FORGIVE_AFTER_MS, coolingOffSchedule } from './cooling-off-schedule';
 
 /**
@@ -30,7 +29,7 @@ export class CoolingOff {
   private readonly starting = new Map<string, Promise<unknown>>();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {

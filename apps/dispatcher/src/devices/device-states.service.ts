@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
 import { DeviceStateRepository, LOGGER, InstanceService, REDIS } from '@app/common';
-import type { Logger } from '@app/common';
+import type { Logger, RedisClient } from '@app/common';
 import { RedisBatch } from '../infra/redis-batch';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
@@ -33,7 +33,7 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
     private readonly batch: RedisBatch,
     private readonly registry: DeviceRegistry,
     private readonly instance: InstanceService,
-    @Inject(REDIS) redis: Redis,
+    @Inject(REDIS) redis: RedisClient,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.states = new DeviceStateRepository(redis);

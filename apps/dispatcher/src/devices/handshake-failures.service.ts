@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { APP_CONFIG, FailureLimit, LOGGER, keys, REDIS } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import type { AppConfig, Logger, RedisClient } from '@app/common';
 
 /** The limiter's window: DEVICE_HANDSHAKE_FAILURES are counted per minute. */
 const WINDOW_S = 60;
@@ -18,7 +17,7 @@ export class HandshakeFailures {
   private readonly limit: FailureLimit;
 
   constructor(
-    @Inject(REDIS) redis: Redis,
+    @Inject(REDIS) redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { LOGGER, PRESENCE_TTL_MS, encodePresenceMember, keys } from '@app/common';
+import { LOGGER, PRESENCE_TTL_MS, encodePresenceMember, Announcements } from '@app/common';
 import type { Logger } from '@app/common';
 import { RedisBatch } from '../infra/redis-batch';
 import type { DeviceSession } from './device-session';
@@ -12,7 +12,10 @@ const RENEW_SLICES = 10;
 /** A (pool, model) of presence: its key and the message that tells apis it changed (`pool model`). */
 interface Place {
   key: string;
+  /** The presence change message of the (pool, model) (Announcements.presenceMessage). */
   topic: string;
+  /** Its channel. */
+  channel: string;
 }
 
 interface Entry {
@@ -58,10 +61,14 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
   }
 
   private place(pool: string, model: string): Place {
-    const topic = `${pool} ${model}`;
+    const topic = Announcements.presenceMessage(pool, model);
     let place = this.places.get(topic);
     if (!place) {
-      place = { key: keys.presence(pool, model), topic };
+      place = {
+        key: this.batch.keys.presence(pool, model),
+        topic,
+        channel: this.batch.keys.presenceChannel(pool, model),
+      };
       this.places.set(topic, place);
     }
     return place;
@@ -90,8 +97,8 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
         pipeline.pexpire(entry.place.key, PRESENCE_TTL_MS * 2);
       }
     });
-    for (const topic of new Set([...gone, ...added].map((e) => e.place.topic))) {
-      void this.batch.publish(keys.presenceChannel, topic);
+    for (const place of new Set([...gone, ...added].map((e) => e.place))) {
+      void this.batch.publish(place.channel, place.topic);
     }
     return done;
   }
@@ -108,7 +115,7 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
       }
     });
     for (const old of previous) {
-      void this.batch.publish(keys.presenceChannel, old.place.topic);
+      void this.batch.publish(old.place.channel, old.place.topic);
     }
     return done;
   }

@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TaskRepository, keys, queueOfLine, REDIS, InstanceService } from '@app/common';
-import type { AppConfig, AssignAck, Logger } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, queueOfLine, REDIS, InstanceService, Announcements } from '@app/common';
+import type { AppConfig, AssignAck, Logger, RedisClient } from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceAnswer, DeviceSession } from '../devices/device-session';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
@@ -56,7 +55,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     private readonly instance: InstanceService,
     private readonly metrics: DispatcherMetrics,
     private readonly gateway: DeviceGateway,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -179,7 +178,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       }
       // Another dispatcher may have a device that can.
       await this.jobs.putBack(job, token);
-      await this.redis.publish(keys.jobsChannel, job.queueName);
+      await Announcements.of(this.redis).jobWaiting(job.queueName);
       return false;
     }
     const assignment = new Assignment(session, job, token, OutputTracker.forRequest(data.params));

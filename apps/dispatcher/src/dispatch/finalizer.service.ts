@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, keys, REDIS } from '@app/common';
-import type { AppConfig, ErrorCode, FinishReason, Logger, TransitionResult, Usage } from '@app/common';
+import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, REDIS, Announcements } from '@app/common';
+import type { AppConfig, ErrorCode, FinishReason, Logger, TransitionResult, Usage, RedisClient } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
 import type { Closing } from '../relay/task-writer';
@@ -34,7 +33,7 @@ export class Finalizer {
     private readonly writers: TaskWriters,
     private readonly jobs: JobSource,
     private readonly metrics: DispatcherMetrics,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -138,7 +137,7 @@ export class Finalizer {
     try {
       if (outcome.kind === 'requeue' && result?.ok) {
         await this.jobs.putBack(a.job, a.token);
-        await this.redis.publish(keys.jobsChannel, a.line);
+        await Announcements.of(this.redis).jobWaiting(a.line);
         this.metrics.assignments.inc({ result: 'requeued' });
         return;
       }

@@ -15,7 +15,7 @@ export function dispatcherCore(logger: Logger): DynamicModule {
     redis: [
       { token: REDIS, name: 'switchyard-dispatcher', use: 'commands' },
       { token: LINES_REDIS, name: 'switchyard-dispatcher-lines', use: 'commands' },
-      { token: SUB_REDIS, name: 'switchyard-dispatcher-sub', use: 'blocking' },
+      { token: SUB_REDIS, name: 'switchyard-dispatcher-sub', use: 'subscriber' },
       { token: RECORDS_REDIS, name: 'switchyard-dispatcher-records', use: 'blocking' },
     ],
     liveness: { awaitFirstRenewal: true, onShutdown: 'withdraw' },

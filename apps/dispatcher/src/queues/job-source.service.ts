@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy } from '@nestjs/common';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import {
   APP_CONFIG,
@@ -9,12 +8,14 @@ import {
   LOGGER,
   LineQueues,
   STALLED_INTERVAL_MS,
-  keyPart,
+  KeySpace,
+  scanKeys,
   keys,
   LINES_REDIS,
   REDIS,
+  Announcements,
 } from '@app/common';
-import type { AppConfig, ChatJobData, Logger } from '@app/common';
+import type { AppConfig, ChatJobData, Logger, RedisClient } from '@app/common';
 
 export type ChatJob = Job<ChatJobData>;
 
@@ -35,8 +36,8 @@ export class JobSource implements OnModuleDestroy {
   private readonly sweeper = randomUUID();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
-    @Inject(LINES_REDIS) lines: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
+    @Inject(LINES_REDIS) lines: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
@@ -107,21 +108,19 @@ export class JobSource implements OnModuleDestroy {
     if (turn === null) {
       return 0;
     }
-    let cursor = '0';
     let moved = 0;
-    do {
-      const [next, found] = await this.redis.scan(cursor, 'MATCH', keys.lineActive('chat.*'), 'COUNT', 1000);
-      cursor = next;
+    const scan = KeySpace.of(this.redis).lineActiveScan();
+    for await (const found of scanKeys(this.redis, scan.match)) {
       for (const key of found) {
-        const line = keyPart(keys.lineActive, key);
+        const line = scan.lineOf(key);
         const ids = await this.lines.get(line).recoverStalled();
         if (ids.length > 0) {
           moved += ids.length;
           await this.fair.refund(line);
-          await this.redis.publish(keys.jobsChannel, line);
+          await Announcements.of(this.redis).jobWaiting(line);
         }
       }
-    } while (cursor !== '0');
+    }
     return moved;
   }
 

@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { LOGGER, keys, SUB_REDIS } from '@app/common';
-import type { Logger } from '@app/common';
+import { LOGGER, SUB_REDIS, Announcements } from '@app/common';
+import type { Logger, RedisClient } from '@app/common';
 
 export interface QueueEvents {
   /** A line has a new job (or one back from a requeue). */
@@ -20,7 +19,7 @@ export class QueueWatch implements OnModuleInit, OnModuleDestroy {
   private listener: QueueEvents | null = null;
 
   constructor(
-    @Inject(SUB_REDIS) private readonly sub: Redis,
+    @Inject(SUB_REDIS) private readonly sub: RedisClient,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
@@ -29,18 +28,11 @@ export class QueueWatch implements OnModuleInit, OnModuleDestroy {
   }
 
   async onModuleInit(): Promise<void> {
-    this.sub.on('message', (channel: string, message: string) => {
-      if (!this.listener) {
-        return;
-      }
-      if (channel === keys.jobsChannel) {
-        this.listener.onJobWaiting(message);
-      } else if (channel === keys.cancelChannel) {
-        this.listener.onCancel(message);
-      }
-    });
     this.sub.on('error', (err: Error) => this.logger.warn({ err: err.message }, 'subscriber connection error'));
-    await this.sub.subscribe(keys.jobsChannel, keys.cancelChannel);
+    await Announcements.listen(this.sub, {
+      jobWaiting: (line) => this.listener?.onJobWaiting(line),
+      cancel: (taskId) => this.listener?.onCancel(taskId),
+    });
   }
 
   onModuleDestroy(): void {

@@ -1,6 +1,6 @@
 import { encodeStreamEntry, retrying } from '@app/common';
+import type { RedisClient } from '@app/common';
 import type { Ending, TaskEvent, TaskRepository, TransitionResult } from '@app/common';
-import type { Redis } from 'ioredis';
 
 /** Most events in one stream entry (a burst of tokens from a fast device). */
 const MAX_BATCH = 256;
@@ -49,7 +49,7 @@ export class TaskWriter {
   private settle: ((result: TransitionResult | null) => void) | null = null;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly tasks: TaskRepository,
     readonly taskId: string,
     private readonly streamKey: string,

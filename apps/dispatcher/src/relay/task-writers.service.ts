@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, TaskRepository, keys, REDIS } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import { APP_CONFIG, LOGGER, TASK_STREAM_TTL_S, TaskRepository, REDIS, KeySpace } from '@app/common';
+import type { AppConfig, Logger, RedisClient } from '@app/common';
 import { TaskWriter } from './task-writer';
 import type { WriterHooks } from './task-writer';
 
@@ -11,7 +10,7 @@ export class TaskWriters {
   private readonly busy = new Set<Promise<unknown>>();
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     private readonly tasks: TaskRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -23,7 +22,7 @@ export class TaskWriters {
       this.redis,
       this.tasks,
       taskId,
-      keys.taskStream(taskId),
+      KeySpace.of(this.redis).taskStream(taskId),
       TASK_STREAM_TTL_S,
       attempt,
       this.config.TASK_IDLE_TIMEOUT_MS,

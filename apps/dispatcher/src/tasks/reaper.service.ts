@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
-import { APP_CONFIG, LOGGER, TaskRepository, keys, REDIS, taskLifetimeMs } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, REDIS, taskLifetimeMs, Announcements } from '@app/common';
+import type { AppConfig, Logger, RedisClient } from '@app/common';
 import { JobSource } from '../queues/job-source.service';
 
 /** How often tasks past their deadline are looked for, and how many at a time. */
@@ -22,7 +21,7 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly tasks: TaskRepository,
     private readonly jobs: JobSource,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -57,7 +56,7 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
         await (await this.jobs.find(task.line, task.id))?.remove();
       } else {
         // A dispatcher may still hold it: its device is told to stop.
-        await this.redis.publish(keys.cancelChannel, task.id);
+        await Announcements.of(this.redis).cancel(task.id);
       }
     }
     ended += await this.reapLost(now);

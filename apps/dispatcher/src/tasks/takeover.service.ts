@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import {
   APP_CONFIG,
   DISCONNECTED_MID_ANSWER,
@@ -10,8 +9,9 @@ import {
   keys,
   REDIS,
   InstanceService,
+  Announcements,
 } from '@app/common';
-import type { AppConfig, Logger, TaskSnapshot } from '@app/common';
+import type { AppConfig, Logger, TaskSnapshot, RedisClient } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
 
@@ -40,7 +40,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
     private readonly jobs: JobSource,
     private readonly instance: InstanceService,
     private readonly metrics: DispatcherMetrics,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -102,7 +102,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
       );
       if (moved.ok && job && task.token) {
         await this.jobs.putBack(job, task.token);
-        await this.redis.publish(keys.jobsChannel, task.line);
+        await Announcements.of(this.redis).jobWaiting(task.line);
       }
       this.metrics.takeovers.inc({ result: 'requeued' });
       return;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import { AppError } from '../errors/app-error';
 import { DeviceStateRepository } from '../live/device-state-repository';
 import type { DeviceLive } from '../live/device-state-repository';
@@ -48,7 +48,7 @@ export class AdminFleetService {
 
   constructor(
     private readonly sql: Sql,
-    redis: Redis,
+    redis: RedisClient,
   ) {
     this.live = new LiveState(redis);
     this.states = new DeviceStateRepository(redis);

@@ -25,6 +25,29 @@ export const configSchema = z
   .object({
     DATABASE_URL: url(['postgresql:', 'postgres:'], 'postgresql://postgres@127.0.0.1:5432/switchyard'),
     REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+    /**
+     * Seed nodes of a Redis Cluster, `host:port,host:port,…`: when set, every process uses the cluster
+     * (and its key names carry hash tags) instead of REDIS_URL.
+     */
+    REDIS_CLUSTER_NODES: z
+      .string()
+      .optional()
+      .transform((value, ctx) => {
+        const seeds = (value ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
+        const nodes = seeds.map((seed) => {
+          const match = /^(\[[0-9a-fA-F:]+\]|[^:\s]+):(\d{1,5})$/.exec(seed);
+          const port = Number(match?.[2]);
+          return match && port >= 1 && port <= 65535 ? { host: match[1].replace(/^\[|\]$/g, ''), port } : null;
+        });
+        if (nodes.some((node) => node === null)) {
+          ctx.addIssue({ code: 'custom', message: 'must be host:port pairs separated by commas' });
+          return z.NEVER;
+        }
+        return nodes.length > 0 ? (nodes as { host: string; port: number }[]) : undefined;
+      }),
     /** Port of the api's HTTP server. */
     API_PORT: port(8080),
     /** Port of the dispatcher: its /healthz, /metrics and the devices' socket.io endpoint. */
@@ -131,6 +154,23 @@ function shown(name: string, value: string): string {
     }
   }
   return JSON.stringify(value);
+}
+
+/** A node of a Redis Cluster, as REDIS_CLUSTER_NODES lists its seeds. */
+export interface ClusterNode {
+  host: string;
+  port: number;
+}
+
+/** Where a process finds Redis: one server (REDIS_URL), or a cluster by its seed nodes (REDIS_CLUSTER_NODES). */
+export type RedisTarget = { readonly url: string } | { readonly nodes: readonly ClusterNode[] };
+
+/** The target of a configuration: the cluster when REDIS_CLUSTER_NODES is set, else REDIS_URL. */
+export function redisTargetOf(config: {
+  REDIS_URL: string;
+  REDIS_CLUSTER_NODES?: readonly ClusterNode[];
+}): RedisTarget {
+  return config.REDIS_CLUSTER_NODES?.length ? { nodes: config.REDIS_CLUSTER_NODES } : { url: config.REDIS_URL };
 }
 
 /** Parses and validates the configuration; throws a {@link ConfigError} naming every bad variable. */

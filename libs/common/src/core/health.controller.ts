@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Res, applyDecorators } from '@nestjs/common';
+import type { RedisClient } from '../redis/redis';
 import type { Type } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import type { Redis } from 'ioredis';
 import { readiness, redisReady } from '../health/readiness';
 import { LOGGER } from '../logging/logger';
 import type { Logger } from '../logging/logger';
@@ -20,7 +20,7 @@ export function healthController(decorate: (route: CoreRoute) => MethodDecorator
   class HealthController {
     constructor(
       @Inject(PgService) private readonly db: PgService,
-      @Inject(REDIS) private readonly redis: Redis,
+      @Inject(REDIS) private readonly redis: RedisClient,
       @Inject(HealthReport) private readonly report: HealthReport,
       @Inject(LOGGER) private readonly logger: Logger,
     ) {}

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import type { RedisClient } from '../redis/redis';
 import { Inject, Injectable } from '@nestjs/common';
 import type { BeforeApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { LOGGER } from '../logging/logger';
 import type { Logger } from '../logging/logger';
-import { keys } from '../redis/keys';
+import { KeySpace } from '../redis/key-space';
 import type { InstanceKind } from '../redis/keys';
 import { CORE_OPTIONS } from './core-options';
 import type { CoreOptions, LivenessOptions } from './core-options';
@@ -29,14 +29,16 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
   private readonly liveness: LivenessOptions;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
+  private readonly keys: KeySpace;
 
   constructor(
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(LOGGER) private readonly logger: Logger,
     @Inject(CORE_OPTIONS) options: CoreOptions,
   ) {
     this.kind = options.kind;
     this.liveness = options.liveness;
+    this.keys = KeySpace.of(redis);
   }
 
   async onModuleInit(): Promise<void> {
@@ -65,21 +67,21 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
     const expiry = Date.now() + INSTANCE_TTL_MS;
     await this.redis
       .multi()
-      .set(keys.instance(this.kind, this.id), String(expiry), 'PX', INSTANCE_TTL_MS)
-      .zadd(keys.instances(this.kind), expiry, this.id)
+      .set(this.keys.instance(this.kind, this.id), String(expiry), 'PX', INSTANCE_TTL_MS)
+      .zadd(this.keys.instances(this.kind), expiry, this.id)
       // Instances gone for an hour have no task left anywhere: forgotten, so that the set stays small.
-      .zremrangebyscore(keys.instances(this.kind), '-inf', expiry - FORGET_AFTER_MS)
+      .zremrangebyscore(this.keys.instances(this.kind), '-inf', expiry - FORGET_AFTER_MS)
       .exec();
   }
 
   /** Instances of this kind whose presence lapsed (they died without leaving), oldest first. */
   async lapsed(): Promise<string[]> {
-    return this.redis.zrangebyscore(keys.instances(this.kind), '-inf', Date.now());
+    return this.redis.zrangebyscore(this.keys.instances(this.kind), '-inf', Date.now());
   }
 
   /** Forgets a dead instance of this kind once what it held is taken over. */
   async forget(id: string): Promise<void> {
-    await this.redis.zrem(keys.instances(this.kind), id);
+    await this.redis.zrem(this.keys.instances(this.kind), id);
   }
 
   /**
@@ -91,8 +93,8 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
       return new Set();
     }
     const [found, scores] = await Promise.all([
-      this.redis.mget(ids.map((id) => keys.instance(kind, id))),
-      this.redis.zmscore(keys.instances(kind), ...ids),
+      this.redis.mget(ids.map((id) => this.keys.instance(kind, id))),
+      this.redis.zmscore(this.keys.instances(kind), ...ids),
     ]);
     const now = Date.now();
     return new Set(ids.filter((_, i) => found[i] === null && scores[i] !== null && Number(scores[i]) < now));
@@ -106,8 +108,8 @@ export class InstanceService implements OnModuleInit, BeforeApplicationShutdown 
     if (this.liveness.onShutdown === 'withdraw') {
       await this.redis
         .multi()
-        .del(keys.instance(this.kind, this.id))
-        .zrem(keys.instances(this.kind), this.id)
+        .del(this.keys.instance(this.kind, this.id))
+        .zrem(this.keys.instances(this.kind), this.id)
         .exec()
         .catch((err: unknown) => this.logger.warn({ err: (err as Error).message }, 'could not withdraw presence'));
     }

@@ -1,8 +1,10 @@
 import type { OnApplicationShutdown, Provider } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { APP_CONFIG } from '../config/config';
 import type { AppConfig } from '../config/config';
-import { coalesceWrites, createBlockingRedis, createRedis } from '../redis/redis';
+import { redisTargetOf } from '../config/config';
+import type { RedisTarget } from '../config/config';
+import { coalesceWrites, connectRedis } from '../redis/redis';
+import type { RedisClient } from '../redis/redis';
 
 /*
  * The roles of the Redis connections, as Nest injection tokens. A process's connections are a
@@ -39,9 +41,10 @@ export interface RedisConnectionSpec {
   name: string;
   /**
    * `commands`: short commands, writes coalesced per turn of the event loop, at most two retries each.
-   * `blocking`: blocking reads or a subscription, which wait as long as they must (no retry limit).
+   * `blocking`: blocking reads, which wait as long as they must (no retry limit).
+   * `subscriber`: a subscription, as blocking; on a cluster it subscribes to sharded channels on every master.
    */
-  use: 'commands' | 'blocking';
+  use: 'commands' | 'blocking' | 'subscriber';
   /**
    * Commands only. False: a command while Redis is unreachable fails at once instead of waiting for
    * the connection (the api, so that a client gets a quick 503 rather than a hanging request).
@@ -49,21 +52,23 @@ export interface RedisConnectionSpec {
   offlineQueue?: boolean;
 }
 
-function open(spec: RedisConnectionSpec, url: string): Redis {
-  if (spec.use === 'blocking') {
-    return createBlockingRedis(url, { connectionName: spec.name });
+function open(spec: RedisConnectionSpec, target: RedisTarget): RedisClient {
+  if (spec.use !== 'commands') {
+    return connectRedis(target, 'blocking', { connectionName: spec.name }, { subscriber: spec.use === 'subscriber' });
   }
-  return coalesceWrites(createRedis(url, { connectionName: spec.name, enableOfflineQueue: spec.offlineQueue ?? true }));
+  return coalesceWrites(
+    connectRedis(target, 'commands', { connectionName: spec.name, enableOfflineQueue: spec.offlineQueue ?? true }),
+  );
 }
 
 /** Closes a process's Redis connections, last: the services that use them stop in earlier hooks. */
 export class RedisConnections implements OnApplicationShutdown {
-  constructor(private readonly connections: readonly { spec: RedisConnectionSpec; redis: Redis }[]) {}
+  constructor(private readonly connections: readonly { spec: RedisConnectionSpec; redis: RedisClient }[]) {}
 
   /** The blocking ones are cut; the command ones are quit (their pending replies arrive first). */
   async onApplicationShutdown(): Promise<void> {
     for (const { spec, redis } of this.connections) {
-      if (spec.use === 'blocking') {
+      if (spec.use !== 'commands') {
         redis.disconnect();
       }
     }
@@ -81,12 +86,12 @@ export function redisConnectionProviders(specs: readonly RedisConnectionSpec[]):
     ...specs.map((spec): Provider => ({
       provide: spec.token,
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => open(spec, config.REDIS_URL),
+      useFactory: (config: AppConfig) => open(spec, redisTargetOf(config)),
     })),
     {
       provide: RedisConnections,
       inject: specs.map((spec) => spec.token),
-      useFactory: (...connections: Redis[]) =>
+      useFactory: (...connections: RedisClient[]) =>
         new RedisConnections(specs.map((spec, i) => ({ spec, redis: connections[i] }))),
     },
   ];

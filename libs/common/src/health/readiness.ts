@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import { openAIError } from '../errors/app-error';
 import type { Logger } from '../logging/logger';
 import { keys } from '../redis/keys';
@@ -29,8 +29,15 @@ export class DependencyImpaired extends Error {
  * Redis answers and takes writes. A Redis over `maxmemory` with `noeviction` (or a read-only replica)
  * still answers PING while it refuses every task, job and stream write: that is not ready.
  */
-export async function redisReady(redis: Redis): Promise<void> {
+export async function redisReady(redis: RedisClient): Promise<void> {
   await redis.ping();
+  if (redis.isCluster) {
+    // Every slot has a master that answers (a master just lost and not yet replaced fails this).
+    const info = String(await redis.cluster('INFO'));
+    if (!/cluster_state:ok/.test(info)) {
+      throw new Error('the Redis Cluster is not ok (cluster_state)');
+    }
+  }
   try {
     await redis.set(keys.readinessProbe, '1', 'PX', 10_000);
   } catch (err) {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Holds } from './holds';
 
@@ -28,7 +28,7 @@ export class FailureLimit {
   private readonly holds = new Holds();
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     keyPrefix: string,
     private readonly limit: number,
     windowS: number,

@@ -1,5 +1,6 @@
-import type { ChainableCommander, Redis } from 'ioredis';
-import { keys } from '../redis/keys';
+import type { ChainableCommander } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
+import { KeySpace } from '../redis/key-space';
 import { DEVICE_FIELDS, deviceStateCodec } from './device-state-codec';
 
 /** How long a device's live state lives without its dispatcher renewing it (it died). */
@@ -59,11 +60,13 @@ const OFFLINE: DeviceLive = {
  * ending (holding), and the admin views read it here.
  */
 export class DeviceStateRepository {
-  private readonly holdingCommand: Redis & HoldingCommand;
+  private readonly holdingCommand: RedisClient & HoldingCommand;
+  private readonly keys: KeySpace;
 
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     redis.defineCommand('syDeviceHolding', { numberOfKeys: 1, lua: HOLDING_LUA });
-    this.holdingCommand = redis as Redis & HoldingCommand;
+    this.holdingCommand = redis as RedisClient & HoldingCommand;
+    this.keys = KeySpace.of(redis);
   }
 
   /**
@@ -71,7 +74,7 @@ export class DeviceStateRepository {
    * nothing is decided on it.
    */
   async holding(deviceId: string, op: 'set' | 'clear', address: string): Promise<void> {
-    await this.holdingCommand.syDeviceHolding(keys.deviceState(deviceId), op, address);
+    await this.holdingCommand.syDeviceHolding(this.keys.deviceState(deviceId), op, address);
   }
 
   /** A device connected to `dispatcher`: its state starts afresh (an earlier connection's is dropped). */
@@ -80,7 +83,7 @@ export class DeviceStateRepository {
     deviceId: string,
     by: { dispatcher: string; pool: string; at: number },
   ): void {
-    const key = keys.deviceState(deviceId);
+    const key = this.keys.deviceState(deviceId);
     const at = new Date(by.at);
     const state = deviceStateCodec.encode({
       dispatcher: by.dispatcher,
@@ -99,7 +102,7 @@ export class DeviceStateRepository {
     deviceId: string,
     serving: { models: readonly string[]; features: readonly string[]; available: boolean },
   ): void {
-    const key = keys.deviceState(deviceId);
+    const key = this.keys.deviceState(deviceId);
     const state = deviceStateCodec.encode({
       models: [...serving.models],
       features: [...serving.features].sort(),
@@ -110,13 +113,22 @@ export class DeviceStateRepository {
 
   /** The device disconnected. */
   gone(pipeline: ChainableCommander, deviceId: string): void {
-    pipeline.del(keys.deviceState(deviceId));
+    pipeline.del(this.keys.deviceState(deviceId));
   }
 
-  /** The devices are still connected: their heartbeat is `now`, and their states live on. */
+  /**
+   * The devices are still connected: their heartbeat is `now`, and their states live on. One script
+   * per partition of the devices (one on a single server): a script's keys share a slot.
+   */
   renew(pipeline: ChainableCommander, deviceIds: readonly string[], now: number): void {
-    const states = deviceIds.map((id) => keys.deviceState(id));
-    pipeline.eval(RENEW_LUA, states.length, ...states, now, DEVICE_STATE_TTL_MS);
+    const byPartition = new Map<number, string[]>();
+    for (const id of deviceIds) {
+      const k = this.keys.partitionOf(id);
+      byPartition.set(k, [...(byPartition.get(k) ?? []), this.keys.deviceState(id)]);
+    }
+    for (const states of byPartition.values()) {
+      pipeline.eval(RENEW_LUA, states.length, ...states, now, DEVICE_STATE_TTL_MS);
+    }
   }
 
   /** The live state of each device (offline when no dispatcher holds it). */
@@ -125,11 +137,10 @@ export class DeviceStateRepository {
     if (deviceIds.length === 0) {
       return out;
     }
-    const pipeline = this.redis.pipeline();
-    deviceIds.forEach((id) => pipeline.hgetall(keys.deviceState(id)));
-    const replies = (await pipeline.exec()) ?? [];
+    // Issued together (they leave in one write per node), each to its device's node on a cluster.
+    const replies = await Promise.all(deviceIds.map((id) => this.redis.hgetall(this.keys.deviceState(id))));
     deviceIds.forEach((id, i) => {
-      const state = deviceStateCodec.decode((replies[i]?.[1] ?? {}) as Record<string, string>);
+      const state = deviceStateCodec.decode(replies[i]);
       out.set(
         id,
         state.dispatcher

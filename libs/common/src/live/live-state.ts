@@ -1,7 +1,8 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import { FairShare } from '../queues/fair-share';
 import { decodePresenceMember, queueName } from '../queues/queues';
-import { keys, presenceOfKey } from '../redis/keys';
+import { KeySpace } from '../redis/key-space';
+import { scanKeys } from '../redis/scan';
 import { DeviceStateRepository } from './device-state-repository';
 
 /** One (model, pool) queue as an operator sees it, with its organizations' lines. */
@@ -24,8 +25,10 @@ export interface QueueLive {
 export class LiveState {
   private readonly fair: FairShare;
   private readonly devices: DeviceStateRepository;
+  private readonly keys: KeySpace;
 
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
+    this.keys = KeySpace.of(redis);
     this.fair = new FairShare(redis);
     this.devices = new DeviceStateRepository(redis);
   }
@@ -34,17 +37,15 @@ export class LiveState {
   async queues(): Promise<QueueLive[]> {
     const names = new Set(await this.fair.backlogged(Infinity));
     const presence = new Map<string, string>();
-    let cursor = '0';
-    do {
-      const [next, found] = await this.redis.scan(cursor, 'MATCH', keys.presence('*', '*'), 'COUNT', 1000);
-      cursor = next;
+    const scan = this.keys.presenceScan();
+    for await (const found of scanKeys(this.redis, scan.match)) {
       for (const key of found) {
-        const { pool, model } = presenceOfKey(key);
+        const { pool, model } = scan.placeOf(key);
         const queue = queueName(model, pool);
         names.add(queue);
         presence.set(queue, key);
       }
-    } while (cursor !== '0');
+    }
     const now = Date.now();
     const result: QueueLive[] = [];
     for (const queue of [...names].sort()) {
@@ -55,7 +56,7 @@ export class LiveState {
         waiting: l.waiting,
         oldest_wait_ms: l.oldestAddedAt !== null ? Math.max(0, now - l.oldestAddedAt) : null,
       }));
-      const presenceKey = presence.get(queue) ?? keys.presence(pool, model);
+      const presenceKey = presence.get(queue) ?? this.keys.presence(pool, model);
       const members = await this.redis.zrangebyscore(presenceKey, now, '+inf');
       const deviceIds = members.map((m) => decodePresenceMember(m).deviceId);
       const states = await this.devices.live(deviceIds);

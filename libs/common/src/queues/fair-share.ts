@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
-import { keys } from '../redis/keys';
+import type { RedisClient } from '../redis/redis';
+import { KeySpace } from '../redis/key-space';
 import { queueOfLine } from './queues';
 
 /**
@@ -10,10 +10,11 @@ import { queueOfLine } from './queues';
  * starts at the larger of the queue's virtual time and its own pass when it went idle: it gets its
  * turn soon, but neither a credit for the time it was away nor a fresh start that skips what it used.
  *
- * Keys, per queue: keys.fairPasses (sorted set of backlogged lines by pass), keys.fairState (hash:
- * each line's stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And
- * keys.backlog: queues with backlogged lines, for the dispatchers' safety sweep. The wait list of a
- * line is BullMQ's (keys.lineWait, oldest at the right end).
+ * Keys, per queue: fairPasses (sorted set of backlogged lines by pass), fairState (hash: each line's
+ * stride, `_v` the virtual time, `p:{line}` a line's pass when it went idle). And the backlog of the
+ * queue's partition: queues with backlogged lines, for the dispatchers' safety sweep. The wait list
+ * of a line is BullMQ's (lineWait, oldest at the right end). On a cluster all of them share the
+ * queue's slot (see KeySpace).
  *
  * Every script touches only the keys it is passed, never one it builds from a value it read: Redis
  * Cluster routes a script by its keys, and a key named inside the script may live on another node. So
@@ -43,13 +44,6 @@ export const PICK_TRIES = 4;
  */
 const MAX_WINDOWS = 1_000;
 
-/** Fair share's keys (keys.fairPasses, keys.fairState, keys.backlog), by their role here. */
-export const fairKeys = {
-  passes: keys.fairPasses,
-  state: keys.fairState,
-  backlog: keys.backlog,
-};
-
 /** KEYS: passes, state, backlog. ARGV: queue, line, stride, now. */
 const ENQUEUE = `
 local line = ARGV[2]
@@ -65,7 +59,7 @@ return 1`;
 /**
  * KEYS: passes, state, backlog, wait_1..wait_k. ARGV: queue, line_1..line_k: the candidates, lines the
  * caller believes are the queue's PICK_WINDOW lowest (in any order; more are fine), each with its
- * wait list (keys.lineWait(line_j) is KEYS[3 + j]).
+ * wait list (this.keys.lineWait(line_j) is KEYS[3 + j]).
  *
  * When a line among the lowest was not passed, its wait list cannot be read: nothing changes and the
  * answer is {'stale', false, lines}, the lowest lines now, for the caller to try again with. Otherwise
@@ -155,7 +149,7 @@ local at = redis.call('LPOS', KEYS[1], ARGV[1])
 if not at then return false end
 return redis.call('LLEN', KEYS[1]) - at`;
 
-type Fair = Redis & {
+type Fair = RedisClient & {
   syFairEnqueue(
     a: string,
     b: string,
@@ -195,8 +189,9 @@ export class FairShare {
    * candidates; least recently used first, at most MAX_WINDOWS queues.
    */
   private readonly windows = new Map<string, readonly string[]>();
+  private readonly keys: KeySpace;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     redis.defineCommand('syFairEnqueue', { numberOfKeys: 3, lua: ENQUEUE });
     // Passed as many wait lists as it has candidates: the number of keys comes first in each call.
     redis.defineCommand('syFairPick', { lua: PICK });
@@ -204,16 +199,19 @@ export class FairShare {
     redis.defineCommand('syFairRefund', { numberOfKeys: 3, lua: REFUND });
     redis.defineCommand('syFairPosition', { numberOfKeys: 1, lua: POSITION });
     this.redis = redis as Fair;
+    this.keys = KeySpace.of(redis);
   }
 
-  private static keys(queue: string): [string, string, string] {
-    return [keys.fairPasses(queue), keys.fairState(queue), keys.backlog];
+  /** A queue's keys as the scripts take them: passes, state, its partition's backlog. */
+  private queueKeys(queue: string): [string, string, string] {
+    const k = this.keys;
+    return [k.fairPasses(queue), k.fairState(queue), k.backlog(k.partitionOf(queue))];
   }
 
   /** The line has a job, at this weight (issued at once, so that it follows the job on the same connection). */
   enqueue(line: string, weight: number): Promise<number> {
     const queue = queueOfLine(line);
-    return this.redis.syFairEnqueue(...FairShare.keys(queue), queue, line, strideOf(weight), Date.now());
+    return this.redis.syFairEnqueue(...this.queueKeys(queue), queue, line, strideOf(weight), Date.now());
   }
 
   /**
@@ -223,7 +221,7 @@ export class FairShare {
    * so that a pick costs one round trip while they stay the lowest. A stale answer changes nothing and
    * carries the lowest lines now: the pick is tried again with them, up to PICK_TRIES calls in all.
    * Then it gives up with null, which is never a wrong answer: the queue kept a line in its passes, so
-   * it is still in keys.backlog, and a dispatcher's safety sweep comes back to it (as after a pick that
+   * it is still in its backlog set, and a dispatcher's safety sweep comes back to it (as after a pick that
    * dropped PICK_WINDOW empty lines and found no job).
    */
   async pick(queue: string): Promise<string | null> {
@@ -231,8 +229,8 @@ export class FairShare {
     for (let i = 0; i < PICK_TRIES; i++) {
       const [outcome, line, seen] = await this.redis.syFairPick(
         3 + lines.length,
-        ...FairShare.keys(queue),
-        ...lines.map((l) => keys.lineWait(l)),
+        ...this.queueKeys(queue),
+        ...lines.map((l) => this.keys.lineWait(l)),
         queue,
         ...lines,
       );
@@ -276,35 +274,40 @@ export class FairShare {
    */
   async charge(line: string): Promise<boolean> {
     const queue = queueOfLine(line);
-    return (await this.redis.syFairCharge(...FairShare.keys(queue), keys.lineWait(line), queue, line)) > 0;
+    return (await this.redis.syFairCharge(...this.queueKeys(queue), this.keys.lineWait(line), queue, line)) > 0;
   }
 
   /** A job went back to the head of its line: the line gets its turn back. */
   async refund(line: string): Promise<void> {
     const queue = queueOfLine(line);
-    await this.redis.syFairRefund(...FairShare.keys(queue), queue, line, Date.now());
+    await this.redis.syFairRefund(...this.queueKeys(queue), queue, line, Date.now());
   }
 
   /** Where a waiting job stands in its own line (1 = its line's next), or null when it is not waiting. */
   position(line: string, jobId: string): Promise<number | null> {
-    return this.redis.syFairPosition(keys.lineWait(line), jobId);
+    return this.redis.syFairPosition(this.keys.lineWait(line), jobId);
   }
 
   /** The jobs waiting in a queue, all lines together. */
   async depth(queue: string): Promise<number> {
-    const lines = await this.redis.zrange(keys.fairPasses(queue), 0, -1);
+    const lines = await this.redis.zrange(this.keys.fairPasses(queue), 0, -1);
     if (lines.length === 0) {
       return 0;
     }
     const pipeline = this.redis.pipeline();
-    lines.forEach((line) => pipeline.llen(keys.lineWait(line)));
+    lines.forEach((line) => pipeline.llen(this.keys.lineWait(line)));
     const replies = (await pipeline.exec()) ?? [];
     return replies.reduce((n, [, count]) => n + Number(count ?? 0), 0);
   }
 
-  /** Queues with a backlog (at most `limit` of them), for a dispatcher's safety sweep and the operators' view. */
-  backlogged(limit = 10_000): Promise<string[]> {
-    return this.redis.zrange(keys.backlog, 0, Number.isFinite(limit) ? limit - 1 : -1);
+  /**
+   * Queues with a backlog (at most `limit` of them, from every partition), for a dispatcher's safety
+   * sweep and the operators' view.
+   */
+  async backlogged(limit = 10_000): Promise<string[]> {
+    const stop = Number.isFinite(limit) ? limit - 1 : -1;
+    const found = await Promise.all(this.keys.partitions.map((k) => this.redis.zrange(this.keys.backlog(k), 0, stop)));
+    return found.flat().slice(0, limit);
   }
 
   /**
@@ -312,13 +315,13 @@ export class FairShare {
    * each and since when the oldest does: the operators' view of the queue.
    */
   async lines(queue: string): Promise<LineBacklog[]> {
-    const lines = await this.redis.zrange(keys.fairPasses(queue), 0, -1);
+    const lines = await this.redis.zrange(this.keys.fairPasses(queue), 0, -1);
     const backlogs: LineBacklog[] = [];
     for (const line of lines) {
-      const wait = keys.lineWait(line);
+      const wait = this.keys.lineWait(line);
       const [waiting, oldestId] = await Promise.all([this.redis.llen(wait), this.redis.lindex(wait, -1)]);
       // BullMQ's job hash keeps when the job was added.
-      const added = oldestId ? await this.redis.hget(keys.lineJob(line, oldestId), 'timestamp') : null;
+      const added = oldestId ? await this.redis.hget(this.keys.lineJob(line, oldestId), 'timestamp') : null;
       backlogs.push({ line, waiting, oldestAddedAt: added ? Number(added) : null });
     }
     return backlogs;

@@ -1,6 +1,7 @@
 import { Job, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { QUEUE_PREFIX } from './queues';
+import type { RedisClient } from '../redis/redis';
+import { KeySpace } from '../redis/key-space';
+import { queueOfLine } from './queues';
 import type { ChatJobData } from './queues';
 
 /**
@@ -13,8 +14,10 @@ import type { ChatJobData } from './queues';
  * job's lock is the claim, and the job is finished with BullMQ's scripts as usual.
  */
 export class LineQueue extends Queue<ChatJobData> {
-  constructor(name: string, connection: Redis, lockDurationMs: number) {
-    super(name, { connection, prefix: QUEUE_PREFIX, skipVersionCheck: true });
+  constructor(name: string, connection: RedisClient, lockDurationMs: number) {
+    // The queue's prefix: on a cluster it carries the queue's hash tag, so that BullMQ's keys of every
+    // line of a queue share a slot with the queue's fair-share keys.
+    super(name, { connection, prefix: KeySpace.of(connection).queuePrefix(queueOfLine(name)), skipVersionCheck: true });
     // moveToActive takes the lock duration from the queue's options, as it would from a worker's, and
     // the stalled check its interval and the number of times a job may stall before it is failed.
     Object.assign(this.opts, {
@@ -61,7 +64,7 @@ export class LineQueues {
   private sweeper: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly connection: Redis,
+    private readonly connection: RedisClient,
     private readonly lockDurationMs: number,
     private readonly onError: (err: Error) => void,
   ) {}

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
-import { keys } from '../redis/keys';
+import type { RedisClient } from '../redis/redis';
+import { KeySpace } from '../redis/key-space';
 import type { FairShare } from './fair-share';
 import { queueOfLine } from './queues';
 
@@ -30,7 +30,7 @@ function poolAndModel(queue: string): { pool: string; model: string } {
  * devices, see ServiceTimes). Three reads sent together: one round trip.
  */
 export async function queueStanding(
-  redis: Redis,
+  redis: RedisClient,
   fair: FairShare,
   line: string,
   taskId: string,
@@ -39,8 +39,8 @@ export async function queueStanding(
   const { pool, model } = poolAndModel(queue);
   const [position, devices, serviceMs] = await Promise.all([
     fair.position(line, taskId),
-    redis.zcount(keys.presence(pool, model), Date.now(), '+inf'),
-    redis.hget(keys.serviceTime(queue), 'ms'),
+    redis.zcount(KeySpace.of(redis).presence(pool, model), Date.now(), '+inf'),
+    redis.hget(KeySpace.of(redis).serviceTime(queue), 'ms'),
   ]);
   if (position === null) {
     return null;

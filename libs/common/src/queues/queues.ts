@@ -1,6 +1,5 @@
 import type { JobsOptions } from 'bullmq';
 import type { ChatParams, Feature } from '../protocol/chat';
-import { keys } from '../redis/keys';
 
 /**
  * Queue contracts. These names are persisted in Redis: changing them strands queued jobs and task
@@ -10,8 +9,6 @@ import { keys } from '../redis/keys';
  * organization has a line of its own, one BullMQ queue per line, so that devices can take work from
  * organizations in turn (see fair-share.ts); a direct pool has one line, its organization's.
  */
-/** BullMQ's prefix of the lines' keys (keys.queuePrefix). */
-export const QUEUE_PREFIX = keys.queuePrefix;
 /** The pool of the shared network; any other pool is an organization id. */
 export const NETWORK_POOL = 'network';
 export const CHAT_JOB = 'chat';

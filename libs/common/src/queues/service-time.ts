@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
-import { keys } from '../redis/keys';
+import type { RedisClient } from '../redis/redis';
+import { KeySpace } from '../redis/key-space';
 
 /** How long a queue's service time is kept after its last completed task. */
 const SERVICE_TIME_TTL_MS = 3_600_000;
@@ -17,17 +17,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])`;
 
 type ServiceTimeCommand = { syServiceTime(key: string, ms: number, ttlMs: number): Promise<null> };
 
-/** The queues' service times (keys.serviceTime): a completed task's time on its device is recorded. */
+/** The queues' service times (KeySpace.serviceTime): a completed task's time on its device is recorded. */
 export class ServiceTimes {
-  private readonly redis: Redis & ServiceTimeCommand;
+  private readonly redis: RedisClient & ServiceTimeCommand;
 
-  constructor(redis: Redis) {
+  constructor(redis: RedisClient) {
     redis.defineCommand('syServiceTime', { numberOfKeys: 1, lua: RECORD_LUA });
-    this.redis = redis as Redis & ServiceTimeCommand;
+    this.redis = redis as RedisClient & ServiceTimeCommand;
   }
 
   /** A task of `queue` completed after `ms` on its device. */
   async record(queue: string, ms: number): Promise<void> {
-    await this.redis.syServiceTime(keys.serviceTime(queue), ms, SERVICE_TIME_TTL_MS);
+    await this.redis.syServiceTime(KeySpace.of(this.redis).serviceTime(queue), ms, SERVICE_TIME_TTL_MS);
   }
 }

@@ -1,6 +1,8 @@
 import { deviceStateCodec } from '../live/device-state-codec';
 import { taskStateCodec } from '../tasks/task-state-codec';
-import { REDIS_KEYS, keyPart, keys, presenceOfKey, redisKeyDocs } from './keys';
+import { REDIS_KEYS, keys, redisKeyDocs } from './keys';
+import { KeySpace } from './key-space';
+import { SINGLE_LAYOUT } from './layout';
 
 describe('Redis keys', () => {
   it('names every key as deployments have them (these names are persisted: a change strands data)', () => {
@@ -10,6 +12,7 @@ describe('Redis keys', () => {
       records: 'sy:records',
       liveTasks: 'sy:live',
       heldBy: 'sy:held:<dispatcher id>',
+      streamWake: 'sy:wake:<reader id>',
       serviceTime: 'sy:svc:<queue>',
       presence: 'sy:presence:<pool>:<model id>',
       presenceChannel: 'sy:presence-changed',
@@ -41,13 +44,26 @@ describe('Redis keys', () => {
     });
   });
 
-  it('builds names from their parts, and BullMQ gets the prefix of the lines', () => {
-    expect(keys.taskState('t-1')).toBe('sy:t:t-1');
-    expect(keys.instance('dispatcher', 'd-1')).toBe('sy:inst:dispatcher:d-1');
+  it('builds names from their parts; on a single server the placed keys have the same names, and BullMQ the prefix `sy`', () => {
+    const single = KeySpace.for(SINGLE_LAYOUT);
+    expect(single.taskState('t-1')).toBe('sy:t:t-1');
+    expect(single.records(0)).toBe('sy:records');
+    expect(single.heldBy('d-1', 0)).toBe('sy:held:d-1');
+    expect(single.instance('dispatcher', 'd-1')).toBe('sy:inst:dispatcher:d-1');
     expect(keys.queuedSlots('o-1', 'llama3.2:3b')).toBe('sy:limit:queued:o-1:llama3.2:3b');
-    expect(keys.lineJob('chat.network.m.o-1', 't-1')).toBe('sy:chat.network.m.o-1:t-1');
-    expect(keys.queuePrefix).toBe('sy');
+    expect(single.lineJob('chat.network.m.o-1', 't-1')).toBe('sy:chat.network.m.o-1:t-1');
+    expect(single.queuePrefix('chat.network.m')).toBe('sy');
     expect(keys.requestsPerMinute).toBe('sy:rl:rpm');
+    expect(single.partitions).toEqual([0]);
+  });
+
+  it('writes each placed key with its hash tag for the cluster, and a key used alone as it is', () => {
+    const docs = new Map(redisKeyDocs().map((d) => [d.id, d]));
+    expect(docs.get('taskState')?.clusterPattern).toBe("sy:{<task's tag>}:t:<task id>");
+    expect(docs.get('records')?.clusterPattern).toBe('sy:{<partition tag>}:records');
+    expect(docs.get('lineWait')?.clusterPattern).toBe("sy:{<queue's tag>}:<line>:wait");
+    expect(docs.get('jobsChannel')?.clusterPattern).toBe('sy:{<partition tag>}:jobs');
+    expect(docs.get('takeoverLock')?.clusterPattern).toBe('sy:takeover:<dispatcher id>');
   });
 
   it('gives the docs a type, what it holds and a lifetime for every entry; one part per parameter', () => {
@@ -76,7 +92,15 @@ describe('Redis keys', () => {
   });
 
   it('reads the parts of a scanned key back', () => {
-    expect(keyPart(keys.lineActive, keys.lineActive('chat.network.m%3A1.o-1'))).toBe('chat.network.m%3A1.o-1');
-    expect(presenceOfKey(keys.presence('network', 'llama3.2:3b'))).toEqual({ pool: 'network', model: 'llama3.2:3b' });
+    const single = KeySpace.for(SINGLE_LAYOUT);
+    const lines = single.lineActiveScan();
+    expect(lines.match).toBe('sy:chat.*:active');
+    expect(lines.lineOf(single.lineActive('chat.network.m%3A1.o-1'))).toBe('chat.network.m%3A1.o-1');
+    const presence = single.presenceScan();
+    expect(presence.match).toBe('sy:presence:*:*');
+    expect(presence.placeOf(single.presence('network', 'llama3.2:3b'))).toEqual({
+      pool: 'network',
+      model: 'llama3.2:3b',
+    });
   });
 });

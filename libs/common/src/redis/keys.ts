@@ -5,6 +5,14 @@ import type { HashFieldDoc } from './hash-codec';
 /** The Redis type of a key; `channel` for a Pub/Sub channel, `various` for a family of keys of several types. */
 export type RedisKeyType = 'string' | 'hash' | 'list' | 'set' | 'sorted set' | 'stream' | 'channel' | 'various';
 
+/**
+ * Where a key lives on a Redis Cluster (see key-space.ts): with the hash tag of its task's partition, of
+ * its queue's, of its device's or of its process kind's, or one key per partition (a global set or stream
+ * split so that its load spreads over the masters). A key without one is used alone, by one command
+ * (or carries its own braces). On a single server every name is as the catalog writes it.
+ */
+export type KeyPlacement = 'task' | 'queue' | 'device' | 'kind' | 'partition';
+
 /** A key's name: a constant, or a function of the parts that vary. */
 type KeyName = string | ((...parts: never) => string);
 
@@ -18,6 +26,8 @@ interface KeyEntry<N extends KeyName = KeyName> {
   readonly parts?: readonly string[];
   /** `name` is a prefix that a library (rate-limiter-flexible, BullMQ) completes. */
   readonly prefix?: boolean;
+  /** Where it lives on a cluster; absent for a key used alone. Read only by key-space.ts and the docs. */
+  readonly placement?: KeyPlacement;
   readonly type: RedisKeyType;
   /** What it holds; for a channel, what a message says. */
   readonly holds: string;
@@ -40,6 +50,7 @@ const catalog = <C extends Record<string, KeyEntry>>(entries: C) => entries;
 export const REDIS_KEYS = catalog({
   // Tasks.
   taskState: {
+    placement: 'task',
     name: (taskId: string) => `sy:t:${taskId}`,
     parts: ['task id'],
     type: 'hash',
@@ -48,6 +59,7 @@ export const REDIS_KEYS = catalog({
     fields: taskStateCodec.describe(),
   },
   taskStream: {
+    placement: 'task',
     name: (taskId: string) => `sy:task:${taskId}`,
     parts: ['task id'],
     type: 'stream',
@@ -55,25 +67,38 @@ export const REDIS_KEYS = catalog({
     lifetime: '600 s after its last write; deleted by the api when the request ends',
   },
   records: {
+    placement: 'partition',
     name: 'sy:records',
     type: 'stream',
     holds: 'every accepted task transition, in order, for the Postgres writers (consumer group `writers`)',
     lifetime: 'an entry is deleted once written',
   },
   liveTasks: {
+    placement: 'partition',
     name: 'sy:live',
     type: 'sorted set',
     holds: 'the tasks in flight, scored by their deadline',
     lifetime: 'a task leaves when it ends, or when the reaper finds its state gone',
   },
   heldBy: {
+    placement: 'partition',
     name: (dispatcherId: string) => `sy:held:${dispatcherId}`,
     parts: ['dispatcher id'],
     type: 'set',
     holds: 'the tasks a dispatcher holds, for the survivors when it dies',
     lifetime: 'a task leaves at its requeue or end, or when a survivor took it over',
   },
+  streamWake: {
+    placement: 'partition',
+    name: (readerId: string) => `sy:wake:${readerId}`,
+    parts: ['reader id'],
+    type: 'stream',
+    holds:
+      "on a cluster only: a mark that interrupts an api's blocking read of a partition's task streams, so that a new request's stream is read at once",
+    lifetime: 'one entry (MAXLEN 1); 1 h after its last mark',
+  },
   serviceTime: {
+    placement: 'queue',
     name: (queue: string) => `sy:svc:${queue}`,
     parts: ['queue'],
     type: 'hash',
@@ -83,6 +108,7 @@ export const REDIS_KEYS = catalog({
 
   // Devices.
   presence: {
+    placement: 'queue',
     name: (pool: string, modelId: string) => `sy:presence:${pool}:${modelId}`,
     parts: ['pool', 'model id'],
     type: 'sorted set',
@@ -90,12 +116,15 @@ export const REDIS_KEYS = catalog({
     lifetime: 'an entry 15 s, renewed every 5 s; the key 30 s',
   },
   presenceChannel: {
+    placement: 'partition',
     name: 'sy:presence-changed',
     type: 'channel',
-    holds: '`<pool> <model id>`: the devices of that (pool, model) changed',
+    holds:
+      "`<pool> <model id>`: the devices of that (pool, model) changed; on a cluster a sharded channel per partition, the queue's",
     lifetime: '—',
   },
   deviceState: {
+    placement: 'device',
     name: (deviceId: string) => `sy:dev:${deviceId}`,
     parts: ['device id'],
     type: 'hash',
@@ -130,6 +159,7 @@ export const REDIS_KEYS = catalog({
 
   // Processes.
   instance: {
+    placement: 'kind',
     name: (kind: InstanceKind, id: string) => `sy:inst:${kind}:${id}`,
     parts: ['api|dispatcher', 'instance id'],
     type: 'string',
@@ -137,6 +167,7 @@ export const REDIS_KEYS = catalog({
     lifetime: '3 s, renewed every second',
   },
   instances: {
+    placement: 'kind',
     name: (kind: InstanceKind) => `sy:insts:${kind}`,
     parts: ['api|dispatcher'],
     type: 'sorted set',
@@ -159,6 +190,7 @@ export const REDIS_KEYS = catalog({
 
   // Queues: the lines are BullMQ queues under the prefix `sy`.
   queuePrefix: {
+    placement: 'queue',
     name: 'sy',
     prefix: true,
     parts: ['line', 'BullMQ key'],
@@ -167,6 +199,7 @@ export const REDIS_KEYS = catalog({
     lifetime: "BullMQ's",
   },
   lineWait: {
+    placement: 'queue',
     name: (line: string) => `sy:${line}:wait`,
     parts: ['line'],
     type: 'list',
@@ -174,6 +207,7 @@ export const REDIS_KEYS = catalog({
     lifetime: 'a job leaves when taken or removed',
   },
   lineActive: {
+    placement: 'queue',
     name: (line: string) => `sy:${line}:active`,
     parts: ['line'],
     type: 'list',
@@ -181,6 +215,7 @@ export const REDIS_KEYS = catalog({
     lifetime: 'a job leaves when it ends or is put back',
   },
   lineJob: {
+    placement: 'queue',
     name: (line: string, jobId: string) => `sy:${line}:${jobId}`,
     parts: ['line', 'task id'],
     type: 'hash',
@@ -188,6 +223,7 @@ export const REDIS_KEYS = catalog({
     lifetime: 'removed when the job ends',
   },
   lineJobLock: {
+    placement: 'queue',
     name: (line: string, jobId: string) => `sy:${line}:${jobId}:lock`,
     parts: ['line', 'task id'],
     type: 'string',
@@ -195,6 +231,7 @@ export const REDIS_KEYS = catalog({
     lifetime: '`MAX_STREAM_MS` + 60 s, never renewed',
   },
   fairPasses: {
+    placement: 'queue',
     name: (queue: string) => `sy:fair:${queue}`,
     parts: ['queue'],
     type: 'sorted set',
@@ -202,6 +239,7 @@ export const REDIS_KEYS = catalog({
     lifetime: 'a line leaves when a pick finds it empty',
   },
   fairState: {
+    placement: 'queue',
     name: (queue: string) => `sy:fairs:${queue}`,
     parts: ['queue'],
     type: 'hash',
@@ -210,6 +248,7 @@ export const REDIS_KEYS = catalog({
     lifetime: 'no expiry',
   },
   backlog: {
+    placement: 'partition',
     name: 'sy:backlog',
     type: 'sorted set',
     holds: 'the queues with backlogged lines, for the dispatchers’ safety sweep',
@@ -222,15 +261,18 @@ export const REDIS_KEYS = catalog({
     lifetime: '29 s',
   },
   jobsChannel: {
+    placement: 'partition',
     name: 'sy:jobs',
     type: 'channel',
-    holds: 'a line (queue name) with a new or returned job',
+    holds: "a line (queue name) with a new or returned job; on a cluster a sharded channel per partition, the queue's",
     lifetime: '—',
   },
   cancelChannel: {
+    placement: 'partition',
     name: 'sy:cancel',
     type: 'channel',
-    holds: 'a task id to stop on its device (its client went away)',
+    holds:
+      "a task id to stop on its device (its client went away); on a cluster a sharded channel per partition, the task's",
     lifetime: '—',
   },
 
@@ -284,10 +326,22 @@ export const REDIS_KEYS = catalog({
 
 type Catalog = typeof REDIS_KEYS;
 
-/** Every key name and channel, by its catalog entry: a constant, or a function of the parts. */
-export const keys = Object.fromEntries(Object.entries(REDIS_KEYS).map(([id, entry]) => [id, entry.name])) as {
-  readonly [K in keyof Catalog]: Catalog[K]['name'];
-};
+/** The catalog's ids of the keys that have a placement (named only through a KeySpace). */
+type PlacedId = { [K in keyof Catalog]: Catalog[K] extends { placement: KeyPlacement } ? K : never }[keyof Catalog];
+
+const names = Object.fromEntries(Object.entries(REDIS_KEYS).map(([id, entry]) => [id, entry.name]));
+
+/**
+ * The names of the keys used alone and of the channels, by their catalog entry: a constant, or a
+ * function of the parts. The keys with a placement are named by a KeySpace (key-space.ts), which knows
+ * the layout: on a cluster their names carry a hash tag.
+ */
+export const keys = Object.fromEntries(
+  Object.entries(names).filter(([id]) => !(REDIS_KEYS as Record<string, KeyEntry>)[id].placement),
+) as { readonly [K in Exclude<keyof Catalog, PlacedId>]: Catalog[K]['name'] };
+
+/** Every name as a single server has it, placed keys included: for key-space.ts only. */
+export const singleServerNames = names as { readonly [K in keyof Catalog]: Catalog[K]['name'] };
 
 export type InstanceKind = 'api' | 'dispatcher';
 
@@ -301,6 +355,8 @@ export interface RedisKeyDoc {
   /** The name, each part that varies written `<part>`: `sy:t:<task id>`. */
   pattern: string;
   type: RedisKeyType;
+  /** Its name on a Redis Cluster, the hash tag written `{<whose tag>}`; as `pattern` for a key used alone. */
+  clusterPattern: string;
   holds: string;
   lifetime: string;
   /** A hash's fields, when its codec defines them. */
@@ -316,12 +372,32 @@ function patternOf(entry: KeyEntry): string {
   return [entry.name, ...(entry.prefix ? parts : [])].join(':');
 }
 
+/** How the docs write each placement's hash tag. */
+const TAG_OF: Record<KeyPlacement, string> = {
+  task: "<task's tag>",
+  queue: "<queue's tag>",
+  device: "<device's tag>",
+  kind: "<kind's tag>",
+  partition: '<partition tag>',
+};
+
+/** A single server's name with a hash tag: `sy:<rest>` becomes `sy:{<tag>}:<rest>`. */
+export function tagged(tag: string, name: string): string {
+  return name === 'sy' ? `sy:{${tag}}` : `sy:{${tag}}:${name.slice('sy:'.length)}`;
+}
+
+/** A tagged name as a single server has it (tagged's inverse). */
+export function untagged(key: string): string {
+  return `sy:${key.slice(key.indexOf('}:') + 2)}`;
+}
+
 /** The catalog as the docs' "Redis keys" table lists it, in its order. */
 export function redisKeyDocs(): RedisKeyDoc[] {
   return (Object.entries(REDIS_KEYS) as [keyof Catalog, KeyEntry][]).map(([id, entry]) => ({
     id,
     pattern: patternOf(entry),
     type: entry.type,
+    clusterPattern: entry.placement ? tagged(TAG_OF[entry.placement], patternOf(entry)) : patternOf(entry),
     holds: entry.holds,
     lifetime: entry.lifetime,
     ...(entry.fields ? { fields: entry.fields } : {}),
@@ -335,10 +411,4 @@ export function redisKeyDocs(): RedisKeyDoc[] {
 export function keyPart(name: (part: string) => string, key: string): string {
   const [before, after] = name('\u0000').split('\u0000');
   return key.slice(before.length, key.length - after.length);
-}
-
-/** The (pool, model) of a presence key (keys.presence's inverse: a pool holds no `:`, a model id may). */
-export function presenceOfKey(key: string): { pool: string; model: string } {
-  const [pool, ...model] = keyPart((rest) => keys.presence(rest, '').slice(0, -1), key).split(':');
-  return { pool, model: model.join(':') };
 }

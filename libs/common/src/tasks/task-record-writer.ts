@@ -1,6 +1,7 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import type { Logger } from '../logging/logger';
-import { RECORD_WRITERS, keys } from '../redis/keys';
+import { RECORD_WRITERS } from '../redis/keys';
+import { KeySpace } from '../redis/key-space';
 import { parseSnapshot } from './task-state';
 import type { TaskSnapshot } from './task-state';
 
@@ -89,8 +90,9 @@ function toHash(fields: string[]): Record<string, string> {
 }
 
 /**
- * Writes task records to Postgres behind the tasks' transitions: reads the records stream as one
- * consumer of the `writers` group (every api and dispatcher runs one), keeps the latest state of each
+ * Writes task records to Postgres behind the tasks' transitions: reads a records stream (a partition's:
+ * there is one on a single server, one per partition on a cluster) as one consumer of its `writers`
+ * group (every api and dispatcher runs one per partition), keeps the latest state of each
  * task in a batch, and upserts them in one statement that never replaces a newer version. A record is
  * acknowledged and deleted only once written; those a writer read and never acknowledged (it was
  * killed) are taken over by another after ABANDONED_MS. So a record survives a kill -9 of any process.
@@ -99,14 +101,20 @@ export class TaskRecordWriter {
   private running = false;
   private loop: Promise<void> | null = null;
   private lastClaim = 0;
+  /** The records stream it reads. */
+  private readonly records: string;
 
   constructor(
     /** A connection of the writer's own: reads block on it. */
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly db: SqlRunner,
     private readonly logger: Logger,
     private readonly consumer: string,
-  ) {}
+    /** The partition whose records stream it reads (the only one on a single server). */
+    partition = 0,
+  ) {
+    this.records = KeySpace.of(redis).records(partition);
+  }
 
   start(): void {
     this.running = true;
@@ -122,7 +130,7 @@ export class TaskRecordWriter {
 
   private async ensureGroup(): Promise<void> {
     try {
-      await this.redis.xgroup('CREATE', keys.records, RECORD_WRITERS, '0', 'MKSTREAM');
+      await this.redis.xgroup('CREATE', this.records, RECORD_WRITERS, '0', 'MKSTREAM');
     } catch (err) {
       if (!String((err as Error).message).includes('BUSYGROUP')) {
         throw err;
@@ -188,7 +196,7 @@ export class TaskRecordWriter {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), MORE_WITHIN_MS)));
     const read = this.redis
-      .xreadgroup('GROUP', RECORD_WRITERS, this.consumer, 'COUNT', count, 'STREAMS', keys.records, '>')
+      .xreadgroup('GROUP', RECORD_WRITERS, this.consumer, 'COUNT', count, 'STREAMS', this.records, '>')
       .catch(() => null) as Promise<[string, [string, string[]][]][] | null>;
     try {
       const result = await Promise.race([read, late]);
@@ -203,7 +211,7 @@ export class TaskRecordWriter {
     if (Date.now() - this.lastClaim > ABANDONED_MS / 3) {
       this.lastClaim = Date.now();
       const claimed = (await this.redis.xautoclaim(
-        keys.records,
+        this.records,
         RECORD_WRITERS,
         this.consumer,
         ABANDONED_MS,
@@ -225,7 +233,7 @@ export class TaskRecordWriter {
       'BLOCK',
       BLOCK_MS,
       'STREAMS',
-      keys.records,
+      this.records,
       '>',
     )) as [string, [string, string[]][]][] | null;
     return result?.[0]?.[1] ?? [];
@@ -247,8 +255,8 @@ export class TaskRecordWriter {
     const ids = entries.map(([id]) => id);
     await this.redis
       .multi()
-      .xack(keys.records, RECORD_WRITERS, ...ids)
-      .xdel(keys.records, ...ids)
+      .xack(this.records, RECORD_WRITERS, ...ids)
+      .xdel(this.records, ...ids)
       .exec();
   }
 

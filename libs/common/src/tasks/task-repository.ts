@@ -1,10 +1,10 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/redis';
 import type { TaskStatus } from '../prisma/generated/enums';
 import { DeviceStateRepository } from '../live/device-state-repository';
 import { queueOfLine } from '../queues/queues';
 import { ServiceTimes } from '../queues/service-time';
-import { keys } from '../redis/keys';
+import { KeySpace } from '../redis/key-space';
 import type { SqlRunner } from './task-record-writer';
 import type { EndGuard, Ending, NewTask, StreamFields, TaskSnapshot, TransitionResult } from './task-state';
 import { parseSnapshot } from './task-state';
@@ -70,18 +70,20 @@ type TransitionReply = [1, number, string, string, string, number | string] | [0
  * through it (overdue, release), never behind the script's back.
  */
 export class TaskRepository {
-  private readonly redis: Redis & TransitionCommand;
+  private readonly redis: RedisClient & TransitionCommand;
   private readonly devices: DeviceStateRepository;
   private readonly serviceTimes: ServiceTimes;
+  private readonly keys: KeySpace;
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly options: TaskRepositoryOptions,
     /** Postgres, for endings of tasks whose state Redis lost. */
     private readonly records?: SqlRunner,
   ) {
     redis.defineCommand('syTask', { numberOfKeys: 5, lua: TASK_TRANSITIONS_LUA });
-    this.redis = redis as Redis & TransitionCommand;
+    this.redis = redis as RedisClient & TransitionCommand;
+    this.keys = KeySpace.of(redis);
     this.devices = new DeviceStateRepository(redis);
     this.serviceTimes = new ServiceTimes(redis);
   }
@@ -100,13 +102,15 @@ export class TaskRepository {
     ttlMs = this.options.endedTtlMs,
     holder = this.options.dispatcherId ?? '',
   ): Promise<TransitionResult> {
+    // The task's keys and its partition's indexes: one slot on a cluster.
+    const k = this.keys.partitionOf(taskId);
     for (let tries = 1; ; tries++) {
       const reply = await this.redis.syTask(
-        keys.taskState(taskId),
-        keys.records,
-        keys.liveTasks,
-        keys.taskStream(taskId),
-        keys.heldBy(holder),
+        this.keys.taskState(taskId),
+        this.keys.records(k),
+        this.keys.liveTasks(k),
+        this.keys.taskStream(taskId),
+        this.keys.heldBy(holder, k),
         op,
         Date.now(),
         guard,
@@ -218,12 +222,15 @@ export class TaskRepository {
   }
 
   async get(taskId: string): Promise<TaskSnapshot | null> {
-    return parseSnapshot(await this.redis.hgetall(keys.taskState(taskId)));
+    return parseSnapshot(await this.redis.hgetall(this.keys.taskState(taskId)));
   }
 
-  /** The tasks a dispatcher holds (its held set, kept by the transitions). */
-  heldBy(dispatcherId: string): Promise<string[]> {
-    return this.redis.smembers(keys.heldBy(dispatcherId));
+  /** The tasks a dispatcher holds (its held sets, one per partition, kept by the transitions). */
+  async heldBy(dispatcherId: string): Promise<string[]> {
+    const held = await Promise.all(
+      this.keys.partitions.map((k) => this.redis.smembers(this.keys.heldBy(dispatcherId, k))),
+    );
+    return held.flat();
   }
 
   /**
@@ -231,22 +238,25 @@ export class TaskRepository {
    * left the set already) or found nothing to rescue (the task ended, moved on, or its state is gone).
    */
   async release(dispatcherId: string, taskId: string): Promise<void> {
-    await this.redis.srem(keys.heldBy(dispatcherId), taskId);
+    await this.redis.srem(this.keys.heldBy(dispatcherId, this.keys.partitionOf(taskId)), taskId);
   }
 
   /**
    * Tasks in flight past their deadline (see taskDeadline) that nobody ended: their api died with
    * them. The entries of the live set whose state is gone (it expired, or Redis lost it) leave it on
-   * the way: nothing else would remove them.
+   * the way: nothing else would remove them. At most `limit` of them per partition.
    */
   async overdue(now: number, limit: number): Promise<TaskSnapshot[]> {
     const overdue: TaskSnapshot[] = [];
-    for (const taskId of await this.redis.zrangebyscore(keys.liveTasks, '-inf', now, 'LIMIT', 0, limit)) {
-      const task = await this.get(taskId);
-      if (task) {
-        overdue.push(task);
-      } else {
-        await this.redis.zrem(keys.liveTasks, taskId);
+    for (const k of this.keys.partitions) {
+      const live = this.keys.liveTasks(k);
+      for (const taskId of await this.redis.zrangebyscore(live, '-inf', now, 'LIMIT', 0, limit)) {
+        const task = await this.get(taskId);
+        if (task) {
+          overdue.push(task);
+        } else {
+          await this.redis.zrem(live, taskId);
+        }
       }
     }
     return overdue;
@@ -267,7 +277,7 @@ export class TaskRepository {
     );
     const lost: { id: string; status: LiveStatus }[] = [];
     for (const row of rows) {
-      if ((await this.redis.exists(keys.taskState(row.id))) === 0) {
+      if ((await this.redis.exists(this.keys.taskState(row.id))) === 0) {
         lost.push(row);
       }
     }

@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, Inject, Param, Patch, Post } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { AdminDevicesService, AdminFleetService, PrismaService, REDIS, sqlOf } from '@app/common';
+import type { RedisClient } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
@@ -23,7 +23,7 @@ export class AdminDevicesController {
   private readonly devices: AdminDevicesService;
   private readonly fleet: AdminFleetService;
 
-  constructor(prisma: PrismaService, @Inject(REDIS) redis: Redis) {
+  constructor(prisma: PrismaService, @Inject(REDIS) redis: RedisClient) {
     this.devices = new AdminDevicesService(sqlOf(prisma.pool));
     this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
   }

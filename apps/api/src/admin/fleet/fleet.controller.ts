@@ -1,6 +1,6 @@
 import { Controller, Get, Inject, Param } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { AdminFleetService, AdminTasksService, AdminTrafficService, PrismaService, REDIS, sqlOf } from '@app/common';
+import type { RedisClient } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
@@ -15,7 +15,7 @@ export class AdminFleetController {
   private readonly traffic: AdminTrafficService;
   private readonly tasks: AdminTasksService;
 
-  constructor(prisma: PrismaService, @Inject(REDIS) redis: Redis) {
+  constructor(prisma: PrismaService, @Inject(REDIS) redis: RedisClient) {
     this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
     this.traffic = new AdminTrafficService(sqlOf(prisma.pool));
     this.tasks = new AdminTasksService(sqlOf(prisma.pool));

@@ -21,15 +21,6 @@ interface Subscription {
   untrimmed: number;
 }
 
-/**
- * How a blocking read is cut short to take in a new stream. On a single server: CLIENT UNBLOCK of the
- * reading connection, sent on the command connection. On a cluster, where a command is routed by its
- * key and CLIENT UNBLOCK could reach another node: a mark added to a stream of the partition's own
- * (`wake`), which the read includes and which answers it at once.
- */
-export type Interruption =
-  { kind: 'unblock'; commands: RedisClient } | { kind: 'mark'; commands: RedisClient; wake: string };
-
 /** Entries per stream per read: enough for a burst of tokens, small enough to keep reads short. */
 const READ_COUNT = 512;
 /** The longest a read blocks; new subscriptions interrupt it. */
@@ -63,7 +54,15 @@ export class PartitionStreamReader {
   constructor(
     /** A blocking connection of this reader's own. */
     private readonly conn: RedisClient,
-    private readonly interruption: Interruption,
+    /** The command connection: interruptions and trims. */
+    private readonly commands: RedisClient,
+    /**
+     * How a blocking read is cut short to take in a new stream. Null on a single server: CLIENT UNBLOCK
+     * of the reading connection. On a cluster, where a command is routed by its key and CLIENT UNBLOCK
+     * could reach another node: the key of a stream of the partition's own, which the read includes and
+     * which a mark added to it answers at once.
+     */
+    private readonly wakeKey: string | null,
     private readonly logger: Logger,
   ) {
     this.conn.on('error', (err: Error) => this.logger.warn({ err: err.message }, 'task stream connection error'));
@@ -111,15 +110,14 @@ export class PartitionStreamReader {
       if (!this.reading) {
         return;
       }
-      const { interruption } = this;
       let sent: Promise<unknown> | undefined;
-      if (interruption.kind === 'mark') {
+      if (this.wakeKey) {
         sent = Promise.all([
-          interruption.commands.xadd(interruption.wake, 'MAXLEN', 1, '*', 'w', '1'),
-          interruption.commands.pexpire(interruption.wake, WAKE_TTL_MS),
+          this.commands.xadd(this.wakeKey, 'MAXLEN', 1, '*', 'w', '1'),
+          this.commands.pexpire(this.wakeKey, WAKE_TTL_MS),
         ]);
       } else if (this.clientId !== null) {
-        sent = interruption.commands.client('UNBLOCK', this.clientId);
+        sent = this.commands.client('UNBLOCK', this.clientId);
       }
       sent?.catch((err: unknown) =>
         // The read ends on its own within BLOCK_MS; the new stream is read then.
@@ -129,7 +127,7 @@ export class PartitionStreamReader {
   }
 
   private async run(): Promise<void> {
-    const marks = this.interruption.kind === 'mark' ? this.interruption.wake : null;
+    const marks = this.wakeKey;
     while (this.running) {
       const subs = [...this.subs.values()].filter((s) => !s.paused);
       if (subs.length === 0) {
@@ -185,7 +183,7 @@ export class PartitionStreamReader {
   /** Drops the entries before the last one read (kept: XTRIM MINID keeps its threshold). */
   private trim(sub: Subscription): void {
     sub.untrimmed = 0;
-    this.interruption.commands.xtrim(sub.key, 'MINID', sub.lastId).catch((err: unknown) =>
+    this.commands.xtrim(sub.key, 'MINID', sub.lastId).catch((err: unknown) =>
       // The stream is deleted when its request ends, or expires.
       this.logger.warn({ err: (err as Error).message, key: sub.key }, 'could not trim a task stream'),
     );
@@ -204,8 +202,8 @@ export class PartitionStreamReader {
     this.wake?.();
     this.conn.disconnect();
     await this.loop;
-    if (this.interruption.kind === 'mark') {
-      await this.interruption.commands.del(this.interruption.wake).catch(() => undefined);
+    if (this.wakeKey) {
+      await this.commands.del(this.wakeKey).catch(() => undefined);
     }
   }
 }

@@ -4,7 +4,7 @@ import type { OnApplicationShutdown } from '@nestjs/common';
 import { KeySpace, LOGGER, REDIS, STREAMS_REDIS } from '@app/common';
 import type { Logger, RedisClient } from '@app/common';
 import { PartitionStreamReader } from './partition-stream-reader';
-import type { Interruption, Listener, StreamSubscription } from './partition-stream-reader';
+import type { Listener, StreamSubscription } from './partition-stream-reader';
 
 export type { StreamSubscription } from './partition-stream-reader';
 
@@ -38,10 +38,8 @@ export class TaskStreamReader implements OnApplicationShutdown {
     let reader = this.readers.get(k);
     if (!reader) {
       const first = this.readers.size === 0;
-      const interruption: Interruption = this.redis.isCluster
-        ? { kind: 'mark', commands: this.redis, wake: this.keys.streamWake(this.id, k) }
-        : { kind: 'unblock', commands: this.redis };
-      reader = new PartitionStreamReader(first ? this.conn : this.conn.duplicate(), interruption, this.logger);
+      const wake = this.redis.isCluster ? this.keys.streamWake(this.id, k) : null;
+      reader = new PartitionStreamReader(first ? this.conn : this.conn.duplicate(), this.redis, wake, this.logger);
       this.readers.set(k, reader);
     }
     return reader;

@@ -49,18 +49,22 @@ export interface RouteRequest {
 export class PresenceService implements OnModuleInit, OnModuleDestroy {
   private readonly cache = new Map<string, { features: Feature[][]; at: number }>();
 
+  private readonly keys: KeySpace;
+
   constructor(
     @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(SUB_REDIS) private readonly sub: RedisClient,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.keys = KeySpace.of(redis);
+  }
 
   async onModuleInit(): Promise<void> {
     this.sub.on('ready', () => this.cache.clear());
     this.sub.on('error', (err: Error) => this.logger.warn({ err: err.message }, 'presence subscription error'));
     // Not awaited: the api starts while Redis is down (requests then read presence each time).
     Announcements.listen(this.sub, {
-      presenceChanged: (pool, model) => this.cache.delete(KeySpace.of(this.redis).presence(pool, model)),
+      presenceChanged: (pool, model) => this.cache.delete(this.keys.presence(pool, model)),
     }).catch((err: unknown) =>
       this.logger.warn({ err: (err as Error).message }, 'could not subscribe to presence changes'),
     );
@@ -72,7 +76,7 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
 
   /** The feature sets of the devices online for a (pool, model); `fresh` skips the cache. */
   private async online(pool: string, model: string, fresh: boolean): Promise<Feature[][]> {
-    const key = KeySpace.of(this.redis).presence(pool, model);
+    const key = this.keys.presence(pool, model);
     const now = performance.now();
     const hit = this.cache.get(key);
     if (hit && !fresh && now - hit.at < CACHE_TTL_MS) {
@@ -100,9 +104,7 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     const pools = networkAllowed ? [orgId, NETWORK_POOL] : [orgId];
     const now = Date.now();
     const answers = await Promise.all(
-      pools.map((pool) =>
-        this.redis.zrangebyscore(KeySpace.of(this.redis).presence(pool, model), now, '+inf', 'WITHSCORES'),
-      ),
+      pools.map((pool) => this.redis.zrangebyscore(this.keys.presence(pool, model), now, '+inf', 'WITHSCORES')),
     );
     const features: Feature[][] = [];
     let until: number | null = null;

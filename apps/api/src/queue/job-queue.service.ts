@@ -52,7 +52,7 @@ export class JobQueue implements OnApplicationShutdown {
     // addJob issues BullMQ's add script before its first await.
     const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(client);
     const enqueued = this.fair.enqueue(task.line, weight);
-    const published = Announcements.of(this.redis).jobWaiting(task.line);
+    const published = Announcements.jobWaiting(this.redis, task.line);
     const [creation] = await Promise.all([created, added, enqueued, published]);
     if (!creation.ok) {
       throw new Error(`task ${task.id} exists already`);
@@ -66,7 +66,7 @@ export class JobQueue implements OnApplicationShutdown {
 
   /** Tells the dispatchers to stop a task a device may be working on. */
   async cancel(taskId: string): Promise<void> {
-    await Announcements.of(this.redis).cancel(taskId);
+    await Announcements.cancel(this.redis, taskId);
   }
 
   /** Where a waiting task stands in its queue (1 = next) and its estimated wait, or null when it does not wait. */

@@ -178,7 +178,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       }
       // Another dispatcher may have a device that can.
       await this.jobs.putBack(job, token);
-      await Announcements.of(this.redis).jobWaiting(job.queueName);
+      await Announcements.jobWaiting(this.redis, job.queueName);
       return false;
     }
     const assignment = new Assignment(session, job, token, OutputTracker.forRequest(data.params));

@@ -137,7 +137,7 @@ export class Finalizer {
     try {
       if (outcome.kind === 'requeue' && result?.ok) {
         await this.jobs.putBack(a.job, a.token);
-        await Announcements.of(this.redis).jobWaiting(a.line);
+        await Announcements.jobWaiting(this.redis, a.line);
         this.metrics.assignments.inc({ result: 'requeued' });
         return;
       }

@@ -117,7 +117,7 @@ export class JobSource implements OnModuleDestroy {
         if (ids.length > 0) {
           moved += ids.length;
           await this.fair.refund(line);
-          await Announcements.of(this.redis).jobWaiting(line);
+          await Announcements.jobWaiting(this.redis, line);
         }
       }
     }

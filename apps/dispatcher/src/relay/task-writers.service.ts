@@ -9,12 +9,16 @@ import type { WriterHooks } from './task-writer';
 export class TaskWriters {
   private readonly busy = new Set<Promise<unknown>>();
 
+  private readonly keys: KeySpace;
+
   constructor(
     @Inject(REDIS) private readonly redis: RedisClient,
     private readonly tasks: TaskRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.keys = KeySpace.of(redis);
+  }
 
   writer(taskId: string, attempt: number, hooks: Omit<WriterHooks, 'onEndFailed'>): TaskWriter {
     // Past TASK_IDLE_TIMEOUT_MS the api has given up on a silent task anyway (and told its client).
@@ -22,7 +26,7 @@ export class TaskWriters {
       this.redis,
       this.tasks,
       taskId,
-      KeySpace.of(this.redis).taskStream(taskId),
+      this.keys.taskStream(taskId),
       TASK_STREAM_TTL_S,
       attempt,
       this.config.TASK_IDLE_TIMEOUT_MS,

@@ -56,7 +56,7 @@ export class ReaperService implements OnModuleInit, OnModuleDestroy {
         await (await this.jobs.find(task.line, task.id))?.remove();
       } else {
         // A dispatcher may still hold it: its device is told to stop.
-        await Announcements.of(this.redis).cancel(task.id);
+        await Announcements.cancel(this.redis, task.id);
       }
     }
     ended += await this.reapLost(now);

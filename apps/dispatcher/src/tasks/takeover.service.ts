@@ -102,7 +102,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
       );
       if (moved.ok && job && task.token) {
         await this.jobs.putBack(job, task.token);
-        await Announcements.of(this.redis).jobWaiting(task.line);
+        await Announcements.jobWaiting(this.redis, task.line);
       }
       this.metrics.takeovers.inc({ result: 'requeued' });
       return;

@@ -124,7 +124,12 @@ export class DeviceStateRepository {
     const byPartition = new Map<number, string[]>();
     for (const id of deviceIds) {
       const k = this.keys.partitionOf(id);
-      byPartition.set(k, [...(byPartition.get(k) ?? []), this.keys.deviceState(id)]);
+      let states = byPartition.get(k);
+      if (!states) {
+        states = [];
+        byPartition.set(k, states);
+      }
+      states.push(this.keys.deviceState(id));
     }
     for (const states of byPartition.values()) {
       pipeline.eval(RENEW_LUA, states.length, ...states, now, DEVICE_STATE_TTL_MS);

@@ -18,29 +18,12 @@ export interface AnnouncementHandlers {
  * node of the cluster; a subscriber listens to every partition's channel.
  */
 export class Announcements {
-  private static readonly byClient = new WeakMap<RedisClient, Announcements>();
-  private readonly keys: KeySpace;
-
-  /** The announcements of a connection (one per connection). */
-  static of(redis: RedisClient): Announcements {
-    let announcements = Announcements.byClient.get(redis);
-    if (!announcements) {
-      announcements = new Announcements(redis);
-      Announcements.byClient.set(redis, announcements);
-    }
-    return announcements;
+  static jobWaiting(redis: RedisClient, line: string): Promise<unknown> {
+    return Announcements.publish(redis, KeySpace.of(redis).jobsChannel(line), line);
   }
 
-  private constructor(private readonly redis: RedisClient) {
-    this.keys = KeySpace.of(redis);
-  }
-
-  jobWaiting(line: string): Promise<unknown> {
-    return this.publish(this.keys.jobsChannel(line), line);
-  }
-
-  cancel(taskId: string): Promise<unknown> {
-    return this.publish(this.keys.cancelChannel(taskId), taskId);
+  static cancel(redis: RedisClient, taskId: string): Promise<unknown> {
+    return Announcements.publish(redis, KeySpace.of(redis).cancelChannel(taskId), taskId);
   }
 
   /**
@@ -51,8 +34,8 @@ export class Announcements {
     return `${pool} ${model}`;
   }
 
-  private publish(channel: string, message: string): Promise<unknown> {
-    return this.redis.isCluster ? this.redis.spublish(channel, message) : this.redis.publish(channel, message);
+  private static publish(redis: RedisClient, channel: string, message: string): Promise<unknown> {
+    return redis.isCluster ? redis.spublish(channel, message) : redis.publish(channel, message);
   }
 
   /** Subscribes `sub` (a connection in subscriber mode) to what the handlers hear, and routes the messages. */

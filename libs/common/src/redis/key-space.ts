@@ -53,13 +53,28 @@ export class KeySpace {
     return this.layout.kind === 'single' ? name : tagged(partitionTag(this.layout, k), name);
   }
 
+  /** A name in the partition of `id` (a task's, a queue's, a device's). */
+  private of(id: string, name: string): string {
+    return this.at(this.partitionOf(id), name);
+  }
+
+  /** A name in the partition of a line's queue (its keys are its queue's); the queue is found only on a cluster. */
+  private ofLine(line: string, name: string): string {
+    return this.layout.kind === 'single' ? name : this.of(queueOfLine(line), name);
+  }
+
+  /** A name in the partition of a (pool, model)'s queue. */
+  private ofQueueOf(pool: string, model: string, name: string): string {
+    return this.layout.kind === 'single' ? name : this.of(queueName(model, pool), name);
+  }
+
   // Tasks.
   taskState(taskId: string): string {
-    return this.at(this.partitionOf(taskId), names.taskState(taskId));
+    return this.of(taskId, names.taskState(taskId));
   }
 
   taskStream(taskId: string): string {
-    return this.at(this.partitionOf(taskId), names.taskStream(taskId));
+    return this.of(taskId, names.taskStream(taskId));
   }
 
   /** The records stream of partition `k` (a task's transitions go to its own partition's). */
@@ -82,19 +97,19 @@ export class KeySpace {
 
   // Queues: a line's keys are its queue's.
   serviceTime(queue: string): string {
-    return this.at(this.partitionOf(queue), names.serviceTime(queue));
+    return this.of(queue, names.serviceTime(queue));
   }
 
   presence(pool: string, model: string): string {
-    return this.at(this.partitionOf(queueName(model, pool)), names.presence(pool, model));
+    return this.ofQueueOf(pool, model, names.presence(pool, model));
   }
 
   fairPasses(queue: string): string {
-    return this.at(this.partitionOf(queue), names.fairPasses(queue));
+    return this.of(queue, names.fairPasses(queue));
   }
 
   fairState(queue: string): string {
-    return this.at(this.partitionOf(queue), names.fairState(queue));
+    return this.of(queue, names.fairState(queue));
   }
 
   /** The queues with backlogged lines, of partition `k` (a queue's are in its own partition's). */
@@ -104,23 +119,23 @@ export class KeySpace {
 
   /** BullMQ's prefix for the lines of a queue. */
   queuePrefix(queue: string): string {
-    return this.at(this.partitionOf(queue), names.queuePrefix);
+    return this.of(queue, names.queuePrefix);
   }
 
   lineWait(line: string): string {
-    return this.at(this.partitionOf(queueOfLine(line)), names.lineWait(line));
+    return this.ofLine(line, names.lineWait(line));
   }
 
   lineActive(line: string): string {
-    return this.at(this.partitionOf(queueOfLine(line)), names.lineActive(line));
+    return this.ofLine(line, names.lineActive(line));
   }
 
   lineJob(line: string, jobId: string): string {
-    return this.at(this.partitionOf(queueOfLine(line)), names.lineJob(line, jobId));
+    return this.ofLine(line, names.lineJob(line, jobId));
   }
 
   lineJobLock(line: string, jobId: string): string {
-    return this.at(this.partitionOf(queueOfLine(line)), names.lineJobLock(line, jobId));
+    return this.ofLine(line, names.lineJobLock(line, jobId));
   }
 
   /** A SCAN pattern for the lines' active lists, and the line of a key it finds. */
@@ -157,17 +172,17 @@ export class KeySpace {
   // Pub/Sub: on a cluster, sharded channels of the partition of what they announce.
   /** A line has a job waiting: the channel of its queue's partition. */
   jobsChannel(line: string): string {
-    return this.at(this.partitionOf(queueOfLine(line)), names.jobsChannel);
+    return this.ofLine(line, names.jobsChannel);
   }
 
   /** A task to stop: the channel of its partition. */
   cancelChannel(taskId: string): string {
-    return this.at(this.partitionOf(taskId), names.cancelChannel);
+    return this.of(taskId, names.cancelChannel);
   }
 
   /** The devices of a (pool, model) changed: the channel of its queue's partition. */
   presenceChannel(pool: string, model: string): string {
-    return this.at(this.partitionOf(queueName(model, pool)), names.presenceChannel);
+    return this.ofQueueOf(pool, model, names.presenceChannel);
   }
 
   /** Every partition's channel of one kind, for a subscriber that hears them all. */
@@ -178,14 +193,14 @@ export class KeySpace {
 
   // Devices and processes.
   deviceState(deviceId: string): string {
-    return this.at(this.partitionOf(deviceId), names.deviceState(deviceId));
+    return this.of(deviceId, names.deviceState(deviceId));
   }
 
   instance(kind: InstanceKind, id: string): string {
-    return this.at(this.partitionOf(kind), names.instance(kind, id));
+    return this.of(kind, names.instance(kind, id));
   }
 
   instances(kind: InstanceKind): string {
-    return this.at(this.partitionOf(kind), names.instances(kind));
+    return this.of(kind, names.instances(kind));
   }
 }

@@ -78,13 +78,24 @@ describe('limits (api)', () => {
     const { model, tenant, fake } = await fixture({ maxQueued: 1 });
     const running = chat(tenant, model);
     const a = await fake.nextAssignment();
-    const queued = chat(tenant, model);
-    // The second request must hold the queued slot before the third asks: wait until its task exists
-    // (its record is written behind, seconds late on a busy machine), however long that takes.
-    const deadline = Date.now() + 30_000;
-    while ((await taskCount(tenant.org.id)) < 2) {
+    // The running request gives its queued slot back when its api hears of the assignment, a moment
+    // after the device has it; until then a second request is refused too. Ask until one waits: its
+    // task exists (its record is written behind, seconds late on a busy machine) and it has no answer.
+    let queued: Promise<Response> | null = null;
+    for (const deadline = Date.now() + 30_000; !queued;) {
       expect(Date.now()).toBeLessThan(deadline);
-      await sleep(20);
+      const attempt = chat(tenant, model);
+      let answer: Response | null = null;
+      void attempt.then((res) => (answer = res));
+      while (!answer && (await taskCount(tenant.org.id)) < 2) {
+        await sleep(20);
+      }
+      if (answer) {
+        expect((answer as Response).status).toBe(429);
+        await sleep(20);
+      } else {
+        queued = attempt;
+      }
     }
     const refused = await chat(tenant, model);
     expect(refused.status).toBe(429);

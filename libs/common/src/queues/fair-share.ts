@@ -47,11 +47,10 @@ const MAX_WINDOWS = 1_000;
 /** KEYS: passes, state, backlog. ARGV: queue, line, stride, now. */
 const ENQUEUE = `
 local line = ARGV[2]
-redis.call('HSET', KEYS[2], line, ARGV[3])
+local state = redis.call('HMGET', KEYS[2], line, '_v', 'p:' .. line)
+if state[1] ~= ARGV[3] then redis.call('HSET', KEYS[2], line, ARGV[3]) end
 if not redis.call('ZSCORE', KEYS[1], line) then
-  local v = tonumber(redis.call('HGET', KEYS[2], '_v') or '0')
-  local last = tonumber(redis.call('HGET', KEYS[2], 'p:' .. line) or '0')
-  redis.call('ZADD', KEYS[1], math.max(v, last), line)
+  redis.call('ZADD', KEYS[1], math.max(tonumber(state[2] or '0'), tonumber(state[3] or '0')), line)
 end
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[1])
 return 1`;
@@ -111,16 +110,23 @@ local line = ARGV[2]
 local pass = redis.call('ZSCORE', KEYS[1], line)
 if not pass then return redis.call('ZCARD', KEYS[1]) end
 pass = tonumber(pass)
-local stride = tonumber(redis.call('HGET', KEYS[2], line) or '${STRIDE_SCALE}')
-if pass > tonumber(redis.call('HGET', KEYS[2], '_v') or '0') then redis.call('HSET', KEYS[2], '_v', pass) end
+local known = redis.call('HMGET', KEYS[2], line, '_v')
+local stride = tonumber(known[1] or '${STRIDE_SCALE}')
+local state = {}
+if pass > tonumber(known[2] or '0') then state = {'_v', pass} end
+local left
 if redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('ZREM', KEYS[1], line)
-  redis.call('HSET', KEYS[2], 'p:' .. line, pass + stride)
-  if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
+  state[#state + 1] = 'p:' .. line
+  state[#state + 1] = pass + stride
+  left = redis.call('ZCARD', KEYS[1])
+  if left == 0 then redis.call('ZREM', KEYS[3], ARGV[1]) end
 else
   redis.call('ZADD', KEYS[1], pass + stride, line)
+  left = redis.call('ZCARD', KEYS[1])
 end
-return redis.call('ZCARD', KEYS[1])`;
+if #state > 0 then redis.call('HSET', KEYS[2], unpack(state)) end
+return left`;
 
 /**
  * A job went back to the head of its line: the line gets its turn back. KEYS: passes, state, backlog.

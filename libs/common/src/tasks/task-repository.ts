@@ -146,7 +146,7 @@ export class TaskRepository {
       void this.devices.holding(deviceId, op === 'claim' ? 'set' : 'clear', address).catch(() => undefined);
     }
     if (line.includes('.') && serviceMs >= 0) {
-      void this.serviceTimes.record(queueOfLine(line), serviceMs).catch(() => undefined);
+      this.serviceTimes.record(queueOfLine(line), serviceMs);
     }
   }
 

@@ -127,6 +127,7 @@ export class IntakeService {
           requires,
           apiInstance: this.instance.id,
           requestId: request.requestId,
+          stream: request.stream,
         },
         caller.weight,
       );

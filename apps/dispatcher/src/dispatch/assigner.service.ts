@@ -210,7 +210,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         if (result.ok) {
           a.settle({
             attempt: result.attempt,
-            writer: this.writers.writer(a.taskId, result.attempt, {
+            writer: this.writers.writer(a.taskId, result.attempt, a.job.data.stream !== false, {
               onRefused: () => void this.finalizer.end(a, { kind: 'abandoned' }),
               onLost: () => {
                 this.logger.error({ task: a.address }, 'task events could not be written to Redis: given up');

@@ -6,6 +6,12 @@ import type { Ending, TaskEvent, TaskRepository, TransitionResult } from '@app/c
 const MAX_BATCH = 256;
 /** The first wait before writing again while Redis is unreachable (then doubling, see retrying). */
 const RETRY_FIRST_MS = 50;
+/**
+ * For a client that does not stream: output after the first is held and written with the ending, or
+ * once this long has passed since the last write (so that the api, which gives up on a task silent for
+ * TASK_IDLE_TIMEOUT_MS, still sees it working), or when MAX_BATCH events are held.
+ */
+const HOLD_MAX_MS = 1_000;
 
 /** How a writer's assignment ends: a transition, written with its event after every pending one. */
 export type Closing =
@@ -33,6 +39,10 @@ export interface WriterHooks {
  * gap. One entry is in flight at a time; what piles up meanwhile goes out together. The entry with the
  * first output is written by the `first` transition, and the closing event by its transition (with any
  * output still pending), so that a client sees an ending exactly when the task ended that way.
+ *
+ * A client that does not stream gets its answer whole: each entry written for it before the ending
+ * would cost Redis a write and the api a read for nothing, so its output after the first is held (see
+ * HOLD_MAX_MS) and usually goes out in the closing entry, one entry instead of one per token.
  */
 export class TaskWriter {
   private pending: TaskEvent[] = [];
@@ -47,6 +57,8 @@ export class TaskWriter {
   private expirySet = false;
   private settled: Promise<TransitionResult | null> | null = null;
   private settle: ((result: TransitionResult | null) => void) | null = null;
+  /** When an entry was last written (performance.now()), for held output. */
+  private writtenAt = 0;
 
   constructor(
     private readonly redis: RedisClient,
@@ -57,6 +69,8 @@ export class TaskWriter {
     readonly attempt: number,
     private readonly giveUpMs: number,
     private readonly hooks: WriterHooks,
+    /** The client does not stream: output after the first may wait for the ending. */
+    private readonly holdOutput = false,
   ) {}
 
   /** Queues an output event. */
@@ -65,7 +79,19 @@ export class TaskWriter {
       return;
     }
     this.pending.push(event);
-    this.kick();
+    if (!this.holds()) {
+      this.kick();
+    }
+  }
+
+  /** Whether the pending output may wait for the ending (or for the next event past HOLD_MAX_MS). */
+  private holds(): boolean {
+    return (
+      this.holdOutput &&
+      this.firstRecorded &&
+      this.pending.length < MAX_BATCH &&
+      performance.now() - this.writtenAt < Math.min(HOLD_MAX_MS, this.giveUpMs / 4)
+    );
   }
 
   /**
@@ -100,7 +126,7 @@ export class TaskWriter {
 
   private async drain(): Promise<void> {
     try {
-      while (!this.stopped && (this.pending.length > 0 || this.closing)) {
+      while (!this.stopped && ((this.pending.length > 0 && !this.holds()) || this.closing)) {
         if (this.closing) {
           await this.writeClosing(this.closing);
           return;
@@ -145,6 +171,7 @@ export class TaskWriter {
     }
     this.pending.splice(0, batch.length);
     this.seq += batch.length;
+    this.writtenAt = performance.now();
   }
 
   /** The closing transition, carrying whatever output is still pending in the same entry. */

@@ -20,7 +20,8 @@ export class TaskWriters {
     this.keys = KeySpace.of(redis);
   }
 
-  writer(taskId: string, attempt: number, hooks: Omit<WriterHooks, 'onEndFailed'>): TaskWriter {
+  /** `streamed` false: the client gets the answer whole, and output may wait for the ending. */
+  writer(taskId: string, attempt: number, streamed: boolean, hooks: Omit<WriterHooks, 'onEndFailed'>): TaskWriter {
     // Past TASK_IDLE_TIMEOUT_MS the api has given up on a silent task anyway (and told its client).
     return new TaskWriter(
       this.redis,
@@ -38,6 +39,7 @@ export class TaskWriters {
             'the ending of a task whose events were lost could not be recorded; the reaper ends it at its deadline',
           ),
       },
+      !streamed,
     );
   }
 

@@ -45,6 +45,11 @@ export interface ChatJobData {
   apiInstance: string;
   /** The api's request id, for logs. */
   requestId?: string;
+  /**
+   * Whether the client streams: when false, the dispatcher may hold output for the ending (see
+   * TaskWriter). Absent in jobs of apis older than this field: taken as streaming.
+   */
+  stream?: boolean;
 }
 
 /**

@@ -6,6 +6,7 @@ import { mdTable, num } from '../lib/format';
 import { openLoop } from '../lib/load';
 import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
 import type { CpuGroup } from '../lib/procfs';
+import { measureBullmqFloor } from '../lib/bullmq-floor';
 import { PostgresProcesses, callsDelta, redisCommandCalls, redisPid } from '../lib/services';
 import { sleep, waitOnline } from '../lib/stack';
 import { rounded, summarize } from '../lib/stats';
@@ -17,6 +18,8 @@ const P99_LIMIT_MS = 250;
 /** A step where more than this share of requests failed is the end too: the numbers after it mean nothing. */
 const MAX_ERROR_SHARE = 0.2;
 const GROUPS = ['api', 'dispatcher', 'agents', 'postgres', 'redis'] as const;
+/** Jobs the BullMQ floor runs through one line (a few hundred milliseconds). */
+const BULLMQ_FLOOR_JOBS = 500;
 /** Idle devices with zero generation time: a reply of 4 tokens, at once. */
 const SIM_ARGS = ['--sim-ttft-ms', '0', '--sim-tokens-per-second', '0', '--sim-tokens', '4'];
 
@@ -168,6 +171,8 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
     }
     ctx.markLoad('end');
     agent.destroy();
+    ctx.log(`throughput: BullMQ alone, ${BULLMQ_FLOOR_JOBS} jobs`);
+    const bullmq = await measureBullmqFloor(ctx.target.redisUrl, BULLMQ_FLOOR_JOBS);
 
     const table = mdTable(
       [
@@ -200,6 +205,8 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
     );
     const good = steps.filter((s) => s.latency.p99 <= P99_LIMIT_MS && s.completedPerS >= 0.95 * s.offered);
     const best = good.length ? good.reduce((a, b) => (b.completedPerS > a.completedPerS ? b : a)) : null;
+    const fastest = steps.reduce((a, b) => (b.completedPerS > a.completedPerS ? b : a));
+    const at1000 = steps.find((s) => s.offered === 1000);
     const targets: TargetCheck[] = [
       {
         target: 'Throughput: completions/s with p99 ≤ 250 ms',
@@ -209,6 +216,18 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
           : `no step met p99 ≤ 250 ms; at most ${num(Math.max(...steps.map((s) => s.completedPerS)))}/s`,
         // A run that never offered 1500/s cannot tell, unless it already missed the latency bound.
         pass: !best ? false : best.completedPerS >= 1500 ? true : Math.max(...opts.rates) >= 1500 ? false : null,
+      },
+      {
+        target: 'Throughput: Redis commands per short completion (fastest step)',
+        goal: '≤ 25',
+        measured: `${num(fastest.redisCallsTotal)} (BullMQ alone ${num(bullmq.total)})`,
+        pass: fastest.redisCallsTotal <= 25,
+      },
+      {
+        target: 'Throughput: Redis CPU ms per completion at 1000/s',
+        goal: '≤ 0.12',
+        measured: at1000 ? num(at1000.cpuPerCompletion.redis, 2) : 'not run',
+        pass: at1000 ? at1000.cpuPerCompletion.redis <= 0.12 : null,
       },
     ];
     const firstError = steps.find((s) => s.firstError)?.firstError;
@@ -231,6 +250,11 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
                 ', ',
               )}; server-wide counts), ${num(s.pgCommits, 2)} Postgres transactions, ${num(s.pgRowsWritten, 2)} rows written.`,
         ),
+        `BullMQ alone (bench/lib/bullmq-floor.ts: one line, the api's and the dispatcher's three scripts per job, nothing else): ` +
+          `${num(bullmq.total)} Redis commands per job (${bullmq.calls
+            .slice(0, 5)
+            .map(([cmd, n]) => `${cmd} ${num(n)}`)
+            .join(', ')}), the floor of a design that keeps its queues in BullMQ.`,
         ...(firstError ? [`First error: ${firstError}`] : []),
       ],
       targets,
@@ -261,6 +285,10 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
           },
         })),
         best_completed_per_s: best ? Math.round(best.completedPerS) : null,
+        bullmq_floor_commands_per_job: {
+          total: Math.round(bullmq.total * 10) / 10,
+          ...Object.fromEntries(bullmq.calls.map(([cmd, n]) => [cmd, Math.round(n * 10) / 10])),
+        },
       },
     };
   } finally {

@@ -20,6 +20,8 @@ export interface Level {
   /** The six commands Redis ran most during the relay leg, per 1000 tokens relayed. */
   redisPer1000Tokens: [string, number][];
   redisTotalPer1000Tokens: number;
+  /** The same count during the floor chain's leg (server-wide: the idle relay's background included). */
+  floorRedisTotalPer1000Tokens: number;
   /** CPU ms per 1000 tokens by process group, through Switchyard and through the floor chain. */
   cpuPer1000Tokens: Record<string, number>;
   floorCpuPer1000Tokens: Record<string, number>;
@@ -163,6 +165,34 @@ function targets(levels: Level[]): TargetCheck[] {
       pass: ratio >= 0.99,
     },
     {
+      target: 'Relay: TTFT added minus the floor chain’s, p50 at 1 / 16 streams',
+      goal: '≤ +2 / ≤ +2 ms',
+      measured:
+        one && sixteen
+          ? `${signed(one.relay.ttft.p50 - one.floor.ttft.p50)} / ${signed(sixteen.relay.ttft.p50 - sixteen.floor.ttft.p50)} ms`
+          : 'not run',
+      pass:
+        one && sixteen
+          ? one.relay.ttft.p50 - one.floor.ttft.p50 <= 2 && sixteen.relay.ttft.p50 - sixteen.floor.ttft.p50 <= 2
+          : null,
+    },
+    {
+      target: 'Relay: Redis commands per 1000 relayed tokens at 16 streams',
+      goal: '≤ 1300',
+      measured: sixteen
+        ? `${num(sixteen.redisTotalPer1000Tokens, 0)} (floor chain ${num(sixteen.floorRedisTotalPer1000Tokens, 0)})`
+        : 'not run',
+      pass: sixteen ? sixteen.redisTotalPer1000Tokens <= 1300 : null,
+    },
+    {
+      target: 'Relay: Redis CPU ms per 1000 relayed tokens at 16 streams',
+      goal: '≤ 40',
+      measured: sixteen
+        ? `${num(sixteen.cpuPer1000Tokens.redis, 0)} (floor chain ${num(sixteen.floorCpuPer1000Tokens.redis, 0)})`
+        : 'not run',
+      pass: sixteen ? sixteen.cpuPer1000Tokens.redis <= 40 : null,
+    },
+    {
       target: 'Relay: CPU ms per 1000 tokens at 16 streams, api / dispatcher',
       goal: '≤ 80 / ≤ 80',
       measured: cpu16
@@ -196,7 +226,7 @@ function notes({ opts, devices, agentArgs, levels }: RelayRun): string[] {
       (l) =>
         `At ${l.concurrency} streams: ${num(l.redisTotalPer1000Tokens, 0)} Redis commands per 1000 tokens relayed (` +
         l.redisPer1000Tokens.map(([cmd, n]) => `${cmd} ${num(n, 0)}`).join(', ') +
-        '; server-wide counts).',
+        `; server-wide counts); the floor chain, ${num(l.floorRedisTotalPer1000Tokens, 0)}.`,
     ),
     "Floor chain = bench/floor-worker.ts: an api, a dispatcher and devices in processes of their own with the relay's hops and " +
       'nothing else (HTTP in, LPUSH + PUBLISH, SUBSCRIBE, an atomic take (RPOP) in one round trip, socket.io to a device, the ' +
@@ -230,6 +260,7 @@ function levelJson(l: Level) {
       total: Math.round(l.redisTotalPer1000Tokens),
       ...Object.fromEntries(l.redisPer1000Tokens.map(([cmd, n]) => [cmd, Math.round(n)])),
     },
+    floor_chain_redis_commands_per_1000_tokens: Math.round(l.floorRedisTotalPer1000Tokens),
     relay_cpu_ms_per_1000_tokens: Object.fromEntries(
       Object.entries(l.cpuPer1000Tokens).map(([k, v]) => [k, Math.round(v)]),
     ),

@@ -118,9 +118,11 @@ async function measureLevel(ctx: Ctx, setup: Setup, concurrency: number): Promis
   const durationMs = ctx.opts.durationS * 1000;
   const d = await run(setup.direct, concurrency, durationMs);
   await sleep(200);
+  const floorRedisBefore = await redisCommandCalls(ctx.target.redisUrl);
   const floorCpuBefore = await sampleCpu(floorGroups);
   const f = await run(setup.floor, concurrency, durationMs);
   const floorCpu = cpuDelta(floorCpuBefore, await sampleCpu(floorGroups));
+  const floorRedisCalls = callsDelta(floorRedisBefore, await redisCommandCalls(ctx.target.redisUrl));
   await sleep(200);
   const redisBefore = await redisCommandCalls(ctx.target.redisUrl);
   const cpuBefore = await sampleCpu(groups);
@@ -141,6 +143,7 @@ async function measureLevel(ctx: Ctx, setup: Setup, concurrency: number): Promis
     stages,
     redisPer1000Tokens: redisCalls.slice(0, 6).map(([cmd, n]): [string, number] => [cmd, (n * 1000) / relayed]),
     redisTotalPer1000Tokens: (redisCalls.reduce((a, [, n]) => a + n, 0) * 1000) / relayed,
+    floorRedisTotalPer1000Tokens: (floorRedisCalls.reduce((a, [, n]) => a + n, 0) * 1000) / floorRelayed,
     cpuPer1000Tokens: per1000Tokens(relayCpu, relayed),
     floorCpuPer1000Tokens: per1000Tokens(floorCpu, floorRelayed),
   };

@@ -11,6 +11,7 @@ import { currentCommit, renderReport, writeDocs, writeJson } from './lib/report'
 import type { RunReport } from './lib/report';
 import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } from './lib/stack';
 import type { Proc, ProfileOptions } from './lib/stack';
+import { clusterScenario } from './scenarios/cluster';
 import { faninScenario } from './scenarios/fanin';
 import { fairnessScenario } from './scenarios/fairness';
 import { hostileScenario } from './scenarios/hostile';
@@ -36,6 +37,7 @@ const SCENARIOS = {
   fairness: fairnessScenario,
   hostile: hostileScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
+  cluster: (ctx: Ctx) => clusterScenario(ctx),
 } as const;
 type ScenarioName = keyof typeof SCENARIOS;
 
@@ -108,10 +110,11 @@ async function main(): Promise<void> {
     for (const name of opts.scenarios as ScenarioName[]) {
       const profileFor = (which: string): ProfileOptions | undefined =>
         profileDir ? { dir: profileDir, name: `${name}-${which}.cpuprofile` } : undefined;
-      if (name === 'usage') {
-        // A database of its own and the code of the reports: no api or dispatcher to start.
+      if (name === 'usage' || name === 'cluster') {
+        // usage: a database of its own and the code of the reports, no api or dispatcher to start;
+        // cluster: a Redis Cluster of its own, and its own api and dispatcher on it.
         try {
-          results.push(await SCENARIOS.usage(ctx));
+          results.push(await SCENARIOS[name](ctx));
         } catch (error) {
           const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
           log(`${name} failed: ${message}`);

@@ -31,6 +31,10 @@ export interface BenchOptions {
   /** Usage: tasks of the big organization in the generated month, and timed runs per query. */
   usageTasks: number;
   usageRuns: number;
+  /** Cluster: non-streamed completions/s offered, concurrent streams, and sim devices per model. */
+  clusterRate: number;
+  clusterStreams: number;
+  clusterDevices: number;
   relayTokens: number;
   ttftMs: number;
   tokenIntervalMs: number;

@@ -17,6 +17,9 @@ const DEFAULTS = {
     queuesRate: 100,
     usageTasks: 10_000_000,
     usageRuns: 7,
+    clusterRate: 300,
+    clusterStreams: 16,
+    clusterDevices: 40,
   },
   quick: {
     durationS: 2,
@@ -32,6 +35,9 @@ const DEFAULTS = {
     queuesRate: 20,
     usageTasks: 200_000,
     usageRuns: 3,
+    clusterRate: 100,
+    clusterStreams: 4,
+    clusterDevices: 10,
   },
 };
 
@@ -115,6 +121,21 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
       ),
     )
     .addOption(new Option('--usage-runs <n>', 'usage: timed runs per query [7; quick 3]').argParser(positiveInt))
+    .addOption(
+      new Option('--cluster-rate <n>', 'cluster: non-streamed completions/s offered [300; quick 100]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option('--cluster-streams <n>', 'cluster: concurrent streams, closed loop [16; quick 4]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option('--cluster-devices <n>', 'cluster: sim devices per model (two models) [40; quick 10]').argParser(
+        positiveInt,
+      ),
+    )
     .addOption(new Option('--relay-tokens <n>', 'relay: tokens per reply').argParser(positiveInt).default(32))
     .addOption(new Option('--ttft-ms <n>', 'relay: upstream time to first token').argParser(positive).default(50))
     .addOption(
@@ -151,6 +172,9 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     queuesRate?: number;
     usageTasks?: number;
     usageRuns?: number;
+    clusterRate?: number;
+    clusterStreams?: number;
+    clusterDevices?: number;
     relayTokens: number;
     ttftMs: number;
     tokenIntervalMs: number;
@@ -178,6 +202,9 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     queuesRate: raw.queuesRate ?? d.queuesRate,
     usageTasks: raw.usageTasks ?? d.usageTasks,
     usageRuns: raw.usageRuns ?? d.usageRuns,
+    clusterRate: raw.clusterRate ?? d.clusterRate,
+    clusterStreams: raw.clusterStreams ?? d.clusterStreams,
+    clusterDevices: raw.clusterDevices ?? d.clusterDevices,
     relayTokens: raw.relayTokens,
     ttftMs: raw.ttftMs,
     tokenIntervalMs: raw.tokenIntervalMs,

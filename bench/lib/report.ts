@@ -12,6 +12,8 @@ export const RESULTS_START = '<!-- bench:results:start -->';
 export const RESULTS_END = '<!-- bench:results:end -->';
 export const USAGE_START = '<!-- bench:usage:start -->';
 export const USAGE_END = '<!-- bench:usage:end -->';
+export const CLUSTER_START = '<!-- bench:cluster:start -->';
+export const CLUSTER_END = '<!-- bench:cluster:end -->';
 
 export interface RunReport {
   date: string;
@@ -141,8 +143,9 @@ See the sections above the results for how to run the benchmark and what each sc
  * run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces the other's numbers.
  */
 const SECTIONS = [
-  { start: RESULTS_START, end: RESULTS_END, level: 2, has: (name: string) => name !== 'usage' },
+  { start: RESULTS_START, end: RESULTS_END, level: 2, has: (name: string) => name !== 'usage' && name !== 'cluster' },
   { start: USAGE_START, end: USAGE_END, level: 3, has: (name: string) => name === 'usage' },
+  { start: CLUSTER_START, end: CLUSTER_END, level: 3, has: (name: string) => name === 'cluster' },
 ];
 
 /** Rewrites the results sections of docs/benchmarks.md that this run measured, leaving the rest as it is. */

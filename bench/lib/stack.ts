@@ -8,14 +8,17 @@ import {
   ServiceProcess,
   createPrismaClient,
   createRedis,
+  connectRedis,
   freePort,
+  loadConfig,
+  redisTargetOf,
   newDeviceToken,
   nodeCommand,
   spawnNode,
   waitForHttp,
   KeySpace,
 } from '@app/common';
-import type { PrismaClient } from '@app/common';
+import type { PrismaClient, RedisClient } from '@app/common';
 
 /** The build's root (dist/), from dist/bench/lib. */
 export const DIST = join(__dirname, '..', '..');
@@ -47,6 +50,8 @@ export class Proc extends ServiceProcess {
 export interface BenchTarget {
   databaseUrl: string;
   redisUrl: string;
+  /** Seed nodes of a Redis Cluster (REDIS_CLUSTER_NODES): the processes use it instead of redisUrl. */
+  clusterSeeds?: string;
 }
 
 /** Drops and re-creates the bench database (only one whose name says it is a bench's), then migrates it. */
@@ -152,6 +157,7 @@ export function baseEnv(target: BenchTarget, extra: Record<string, string> = {})
     PATH: process.env.PATH,
     DATABASE_URL: target.databaseUrl,
     REDIS_URL: target.redisUrl,
+    ...(target.clusterSeeds ? { REDIS_CLUSTER_NODES: target.clusterSeeds } : {}),
     LOG_LEVEL: 'warn',
     HOST: '127.0.0.1',
     ...extra,
@@ -290,15 +296,22 @@ export async function onlineCount(redisUrl: string, model: string): Promise<numb
 }
 
 /** Waits until `count` devices are online for the model (in the network pool, or `pool`); returns how long that took. */
+/** A command connection to the bench's Redis: its cluster when it has one. */
+export function benchRedis(target: Pick<BenchTarget, 'redisUrl' | 'clusterSeeds'>): RedisClient {
+  return target.clusterSeeds
+    ? connectRedis(redisTargetOf(loadConfig({ REDIS_CLUSTER_NODES: target.clusterSeeds })), 'commands')
+    : createRedis(target.redisUrl);
+}
+
 export async function waitOnline(
   redisUrl: string,
   model: string,
   count: number,
-  opts: { timeoutMs?: number; procs?: Proc[]; pool?: string } = {},
+  opts: { timeoutMs?: number; procs?: Proc[]; pool?: string; clusterSeeds?: string } = {},
 ): Promise<number> {
   const started = performance.now();
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
-  const redis = createRedis(redisUrl);
+  const redis = benchRedis({ redisUrl, clusterSeeds: opts.clusterSeeds });
   try {
     for (;;) {
       const online = await redis.zcount(KeySpace.of(redis).presence(opts.pool ?? 'network', model), Date.now(), '+inf');

@@ -52,8 +52,10 @@ describe('health, readiness and configuration', () => {
     deadDatabase.password = 'pg-secret-in-url';
     // One after the other: a start is allowed 15 s, and the machine may be small and busy.
     api = await startApi();
-    noRedis = await startApi({ REDIS_URL: `redis://:redis-secret-in-url@127.0.0.1:${redisPort}/15` });
-    noPostgres = await startApi({ DATABASE_URL: deadDatabase.toString() });
+    noRedis = await startApi({ REDIS_URL: `redis://:redis-secret-in-url@127.0.0.1:${redisPort}/15` }, undefined, {
+      ready: false,
+    });
+    noPostgres = await startApi({ DATABASE_URL: deadDatabase.toString() }, undefined, { ready: false });
     // The dispatcher needs Redis to start: its Redis goes through a proxy that the test cuts.
     const target = new URL(REDIS_URL);
     redisProxy = await TcpProxy.start(target.hostname, Number(target.port || 6379));

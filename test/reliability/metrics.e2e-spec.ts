@@ -1,5 +1,5 @@
 import { queueName } from '@app/common';
-import { closeDb, createDevice, createTenant, db, http, recordsWritten, uniq, waitReady } from '../support/stack';
+import { closeDb, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Api, Dispatcher, Proc, Tenant } from '../support/stack';
 import {
   LiveStream,
@@ -241,7 +241,6 @@ describe('observability and graceful shutdown', () => {
     it('SIGTERM on the api during a stream: the stream finishes within SHUTDOWN_GRACE_MS and the api exits 0', async () => {
       const draining = await startApi({ SHUTDOWN_GRACE_MS: '15000' });
       extraServers.push(draining);
-      await waitReady(draining);
       const prompt = 'finish me please';
       const stream = new LiveStream(
         `${draining.url}/v1/chat/completions`,

@@ -123,23 +123,23 @@ export interface Api {
   stop(): Promise<void>;
 }
 
-/** Starts the api as a real process, on a free port or on the one given (a restart in place). */
-export async function startApi(env: Record<string, string> = {}, at?: number): Promise<Api> {
+/**
+ * Starts the api as a real process, on a free port or on the one given (a restart in place), and waits
+ * until it is ready (/readyz: Postgres and Redis answer), as a load balancer would before sending it
+ * traffic: a cold start on a busy machine listens before its first connections are made, and a request
+ * then gets 503 service_unavailable. `ready: false` waits only until it is alive (/healthz), for an api
+ * whose Postgres or Redis is down on purpose.
+ */
+export async function startApi(
+  env: Record<string, string> = {},
+  at?: number,
+  opts: { ready?: boolean } = {},
+): Promise<Api> {
   const port = at ?? (await freePort());
   const proc = startNode('apps/api/src/main.js', [], baseEnv({ API_PORT: String(port), ADMIN_TOKEN, ...env }));
   const url = `http://127.0.0.1:${port}`;
-  await waitHttp(`${url}/healthz`, proc);
+  await waitHttp(`${url}${opts.ready === false ? '/healthz' : '/readyz'}`, proc);
   return { url, port, proc, stop: async () => void (await proc.stop()) };
-}
-
-/**
- * Waits until a started api or dispatcher says it is ready (/readyz: Postgres and Redis answer). startApi
- * waits for /healthz only, since some suites start one whose Postgres or Redis is down on purpose; a
- * test whose first request must be served waits for this too: a cold start on a busy machine may be
- * listening before its first database connection is made.
- */
-export async function waitReady(server: { url: string; proc: Proc }): Promise<void> {
-  await waitForHttp(`${server.url}/readyz`, { timeoutMs: START_TIMEOUT_MS, process: server.proc });
 }
 
 export interface CliResult {

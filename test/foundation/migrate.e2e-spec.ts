@@ -69,7 +69,8 @@ describe('db:migrate', () => {
       expect.objectContaining({ rowCount: 0 }),
     );
     redis = await RedisServer.start();
-    api = await startApi({ DATABASE_URL: url, REDIS_URL: redis.url });
+    // Its database does not exist yet: alive, not ready.
+    api = await startApi({ DATABASE_URL: url, REDIS_URL: redis.url }, undefined, { ready: false });
   });
 
   /** Copies of the project's migrations, to add to or break. */

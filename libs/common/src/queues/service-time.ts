@@ -52,11 +52,7 @@ export class ServiceTimes {
 
   /** A task of `queue` completed after `ms` on its device. */
   record(queue: string, ms: number): void {
-    let entry = this.queues.get(queue);
-    if (!entry) {
-      entry = { samples: [], writtenAt: -Infinity, timer: null };
-      this.queues.set(queue, entry);
-    }
+    const entry = this.queues.get(queue) ?? this.track(queue);
     entry.samples.push(ms);
     if (entry.samples.length > MAX_SAMPLES) {
       entry.samples.shift();
@@ -69,13 +65,18 @@ export class ServiceTimes {
       this.write(queue, entry);
       return;
     }
-    const pending = entry;
-    pending.timer = setTimeout(() => {
-      pending.timer = null;
-      this.write(queue, pending);
+    entry.timer = setTimeout(() => {
+      entry.timer = null;
+      this.write(queue, entry);
     }, wait);
     // An estimate is not worth keeping a process alive for.
-    pending.timer.unref();
+    entry.timer.unref();
+  }
+
+  private track(queue: string): QueueSamples {
+    const entry: QueueSamples = { samples: [], writtenAt: -Infinity, timer: null };
+    this.queues.set(queue, entry);
+    return entry;
   }
 
   private write(queue: string, entry: QueueSamples): void {

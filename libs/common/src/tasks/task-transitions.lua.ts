@@ -62,10 +62,12 @@ end
 local function refuse()
   return {0, st or ''}
 end
--- Sets the transition's own pairs and the caller's fields in one HSET.
+-- Sets the transition's own pairs and the caller's fields in one HSET; returns the pairs it set.
 local function write(own)
-  for i = 1, #fields do own[#own + 1] = fields[i] end
-  redis.call('HSET', t, unpack(own))
+  local written = {unpack(own)}
+  for i = 1, #fields do written[#written + 1] = fields[i] end
+  redis.call('HSET', t, unpack(written))
+  return written
 end
 local function record()
   redis.call('XADD', KEYS[2], '*', unpack(redis.call('HGETALL', t)))
@@ -74,19 +76,21 @@ local function record()
     redis.call('EXPIRE', KEYS[4], ARGV[5])
   end
 end
--- A requeue or an ending lets go of the task's dispatcher: false when KEYS[5] is not its held set.
-local function holderKnown()
-  return not disp or disp == holder
+-- A requeue or an ending lets go of the task's dispatcher: leaves its held set, KEYS[5]; or, when
+-- KEYS[5] is not that set, changes nothing and returns the answer that names the holder.
+local function letGo()
+  if disp and disp ~= holder then return {2, disp} end
+  if disp then redis.call('SREM', KEYS[5], id) end
+  return nil
 end
 
 if op == 'create' then
   if st then return refuse() end
-  local own = {'${F.status}', 'queued', '${F.version}', 0, '${F.attempts}', 0, '${F.queuedAt}', now}
-  write(own)
+  local state = write({'${F.status}', 'queued', '${F.version}', 0, '${F.attempts}', 0, '${F.queuedAt}', now})
   redis.call('ZADD', KEYS[3], set['${F.deadline}'], set['${F.id}'])
   redis.call('PEXPIRE', t, ARGV[4])
   -- The whole state is what was just written: recorded without reading it back.
-  redis.call('XADD', KEYS[2], '*', unpack(own))
+  redis.call('XADD', KEYS[2], '*', unpack(state))
   return {1, 0, '', '', '', ''}
 end
 
@@ -121,8 +125,8 @@ end
 
 if op == 'requeue' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
-  if not holderKnown() then return {2, disp} end
-  if disp then redis.call('SREM', KEYS[5], id) end
+  local other = letGo()
+  if other then return other end
   redis.call('HDEL', t, '${F.deviceId}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
   redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3)
   record()
@@ -132,8 +136,8 @@ end
 if op == 'end' then
   if guard == 'queued' and st ~= 'queued' then return refuse() end
   if string.sub(guard, 1, 8) == 'attempt:' and att ~= tonumber(string.sub(guard, 9)) then return refuse() end
-  if not holderKnown() then return {2, disp} end
-  if disp then redis.call('SREM', KEYS[5], id) end
+  local other = letGo()
+  if other then return other end
   write({'${F.finishedAt}', now, '${F.version}', ${ENDED_VERSION}})
   redis.call('ZREM', KEYS[3], id)
   -- A completed task's time on its device, for its queue's service time (the caller's to record).

@@ -28,7 +28,6 @@ import {
   loopbackAddress,
   rawHttp,
 } from '../reliability/helpers';
-import { until } from './helpers';
 import { PgQueryLog } from './pg-query-log';
 import { RawConnection } from './raw-connection';
 import { expectStatus } from '../support/expect-status';
@@ -43,20 +42,6 @@ const randomKey = () =>
     .toString('base64')
     .replace(/[^A-Za-z0-9]/g, '')
     .slice(0, 40)}`;
-/**
- * Starts an api and waits until it is ready: /healthz answers as soon as it listens, Redis and
- * Postgres a moment later (until then a request that needs them gets 503).
- */
-const startReadyApi = async (env: Record<string, string>, at?: number): Promise<Api> => {
-  const started = await startApi(env, at);
-  try {
-    await until(async () => (await jsonHttp('GET', `${started.url}/readyz`, undefined)).status === 200, 'a ready api');
-  } catch (error) {
-    await started.stop();
-    throw error;
-  }
-  return started;
-};
 /** The session cookie a sign-in answer sets, as a Cookie header. */
 const sessionCookieOf = (headers: Record<string, unknown>) => String([headers['set-cookie']].flat()[0]).split(';')[0];
 
@@ -460,7 +445,7 @@ describe('hostile clients', () => {
   it('a new ADMIN_TOKEN ends the dashboard sessions of the old one; a token’s sessions work on every api', async () => {
     const port = await freePort();
     const from = loopbackAddress();
-    let restarted = await startReadyApi({ AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) }, port);
+    let restarted = await startApi({ AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) }, port);
     try {
       const signIn = await jsonHttp(
         'POST',
@@ -478,7 +463,7 @@ describe('hostile clients', () => {
 
       await restarted.stop();
       const rotated = `rotated-admin-token-${randomBytes(16).toString('hex')}`;
-      restarted = await startReadyApi({ ADMIN_TOKEN: rotated, AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) }, port);
+      restarted = await startApi({ ADMIN_TOKEN: rotated, AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) }, port);
       assertOpenAIError(await asSession(restarted.url, cookie), 401, 'invalid_admin_token');
       const state = await jsonHttp('GET', `${restarted.url}/dashboard/session`, undefined, { headers: { cookie } });
       expect(state.body).toEqual({ signed_in: false });
@@ -509,7 +494,7 @@ describe('hostile clients', () => {
 
     beforeAll(async () => {
       log = await PgQueryLog.start();
-      counted = await startReadyApi({ DATABASE_URL: log.url, AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) });
+      counted = await startApi({ DATABASE_URL: log.url, AUTH_FAILURES_PER_MINUTE: String(AUTH_FAILURES) });
     });
 
     afterAll(async () => {

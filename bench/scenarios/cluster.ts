@@ -90,45 +90,31 @@ export async function clusterScenario(ctx: Ctx): Promise<ScenarioResult> {
     });
 
     const plain = async (rate: number, durationMs: number) => {
-      let completed = 0;
-      let errors = 0;
-      let firstError: string | undefined;
+      const tally = new Tally();
       await openLoop({
         rate,
         durationMs,
         maxInFlight: 5_000,
         fire: async () => {
           const r = await postJson(url, headers, plainBody, agent);
-          if (r.status === 200) {
-            completed++;
-          } else {
-            errors++;
-            firstError ??= r.error ?? `HTTP ${r.status}: ${r.body.slice(0, 200)}`;
-          }
+          tally.add(r.status === 200, r.error ?? `HTTP ${r.status}: ${r.body.slice(0, 200)}`);
         },
       });
-      return { completed, errors, firstError };
+      return tally.result();
     };
     const streams = async (concurrency: number, durationMs: number) => {
+      const tally = new Tally();
       let tokens = 0;
-      let completed = 0;
-      let errors = 0;
-      let firstError: string | undefined;
       await closedLoop({
         concurrency,
         durationMs,
         run: async () => {
           const r = await streamChat(url, headers, streamBody, agent).done;
           tokens += r.contentAt.length;
-          if (r.status === 200 && r.complete) {
-            completed++;
-          } else {
-            errors++;
-            firstError ??= r.error ?? `HTTP ${r.status}`;
-          }
+          tally.add(r.status === 200 && r.complete, r.error ?? `HTTP ${r.status}`);
         },
       });
-      return { tokens, completed, errors, firstError };
+      return { ...tally.result(), tokens };
     };
 
     ctx.log(`cluster: warm-up ${opts.warmupS}s`);
@@ -160,6 +146,26 @@ export async function clusterScenario(ctx: Ctx): Promise<ScenarioResult> {
     await Promise.all(fleets.map((f) => f.stop()));
     await Promise.all([api?.proc.stop(), dispatcher?.proc.stop()]);
     await cluster.stop();
+  }
+}
+
+/** The requests of a phase that succeeded and failed, and the first failure. */
+class Tally {
+  private completed = 0;
+  private errors = 0;
+  private firstError: string | undefined;
+
+  add(ok: boolean, failure: string): void {
+    if (ok) {
+      this.completed++;
+    } else {
+      this.errors++;
+      this.firstError ??= failure;
+    }
+  }
+
+  result(): { completed: number; errors: number; firstError?: string } {
+    return { completed: this.completed, errors: this.errors, firstError: this.firstError };
   }
 }
 

@@ -13,11 +13,14 @@ import { io as connect } from 'socket.io-client';
  * - `api` (arg unused): an HTTP server; a request's body goes on a Redis list with an announcement
  *   (LPUSH + PUBLISH, one write), and the answer is read from the request's Redis stream with a
  *   blocking XREAD and written to the client as it comes (SSE);
- * - `dispatcher` (arg unused): socket.io server for the devices; told of a job (SUBSCRIBE), takes it
- *   atomically (RPOP, one round trip, as BullMQ's moveToActive is one) and emits it to an idle device;
- *   each line a device sends goes to the request's stream (XADD);
+ * - `dispatcher` (arg `held` or none): socket.io server for the devices; told of a job (SUBSCRIBE),
+ *   takes it atomically (RPOP, one round trip, as BullMQ's moveToActive is one) and emits it to an idle
+ *   device; each line a device sends goes to the request's stream (XADD), or with `held` all of an
+ *   answer's lines go in its one ending entry, as the relay does for a client that did not ask to stream;
  * - `devices` (arg `<dispatcher url> <upstream url> <count>`): devices that send each job to the
- *   upstream over a kept-alive connection and emit each SSE data line of its answer as it arrives.
+ *   upstream over a kept-alive connection and emit each SSE data line of its answer as it arrives;
+ *   with `sim:<n>` for the upstream they answer at once with n content chunks, as the sim backend
+ *   with no generation time does.
  *
  * No authentication, validation, task state, records, fairness, limits or metrics: what a relay with
  * these processes and these hops cannot do without. Each process reports its port over IPC.
@@ -55,7 +58,7 @@ function api(): void {
               res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
             }
             if (kind === 'end') {
-              res.end();
+              res.end(line ? `${line}\n\n` : undefined);
               return;
             }
             res.write(`${line}\n\n`);
@@ -71,6 +74,7 @@ function api(): void {
 }
 
 function dispatcher(): void {
+  const hold = args[0] === 'held';
   const commands = new Redis(redisUrl);
   const sub = new Redis(redisUrl);
   const idle: ServerSocket[] = [];
@@ -89,11 +93,21 @@ function dispatcher(): void {
     const space = job.indexOf(' ');
     device.emit('assign', job.slice(0, space), job.slice(space + 1));
   };
+  const held = new Map<string, string[]>();
   io.on('connection', (device) => {
     idle.push(device);
-    device.on('line', (id: string, line: string) => void commands.xadd(stream(id), '*', 'd', line));
+    device.on('line', (id: string, line: string) => {
+      if (!hold) {
+        void commands.xadd(stream(id), '*', 'd', line);
+      } else if (held.has(id)) {
+        held.get(id)?.push(line);
+      } else {
+        held.set(id, [line]);
+      }
+    });
     device.on('done', (id: string) => {
-      void commands.xadd(stream(id), '*', 'end', '');
+      void commands.xadd(stream(id), '*', 'end', held.get(id)?.join('\n\n') ?? '');
+      held.delete(id);
       idle.push(device);
       void assign();
     });
@@ -105,8 +119,7 @@ function dispatcher(): void {
 
 function devices(): void {
   const [server, upstream, count] = args;
-  const agent = new http.Agent({ keepAlive: true });
-  const target = new URL(upstream);
+  const answer = upstream.startsWith('sim:') ? simAnswer(Number(upstream.slice(4))) : upstreamAnswer(new URL(upstream));
   let connected = 0;
   for (let i = 0; i < Number(count); i++) {
     const socket = connect(server, { transports: ['websocket'] });
@@ -115,33 +128,68 @@ function devices(): void {
         process.send?.({ port: 0 });
       }
     });
-    socket.on('assign', (id: string, body: string) => {
-      const req = http.request(target, {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
-      });
-      req.on('response', (res) => {
-        res.setEncoding('utf8');
-        let buffer = '';
-        res.on('data', (chunk: string) => {
-          buffer += chunk;
-          let end: number;
-          while ((end = buffer.indexOf('\n\n')) >= 0) {
-            const line = buffer.slice(0, end);
-            buffer = buffer.slice(end + 2);
-            if (line === 'data: [DONE]') {
-              socket.emit('line', id, line);
-              socket.emit('done', id);
-            } else if (line.startsWith('data: ')) {
-              socket.emit('line', id, line);
-            }
-          }
-        });
-      });
-      req.end(body);
-    });
+    socket.on('assign', (id: string, body: string) =>
+      answer(id, body, (line) => {
+        socket.emit('line', id, line);
+        if (line === 'data: [DONE]') {
+          socket.emit('done', id);
+        }
+      }),
+    );
   }
+}
+
+/** A device's work: each SSE data line of a job's answer, in order, to `emit`, ending with `data: [DONE]`. */
+type Answer = (id: string, body: string, emit: (line: string) => void) => void;
+
+/** Sends each job to the upstream over a kept-alive connection and emits its data lines as they arrive. */
+function upstreamAnswer(target: URL): Answer {
+  const agent = new http.Agent({ keepAlive: true });
+  return (_id, body, emit) => {
+    const req = http.request(target, {
+      method: 'POST',
+      agent,
+      headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    });
+    req.on('response', (res) => {
+      res.setEncoding('utf8');
+      let buffer = '';
+      res.on('data', (chunk: string) => {
+        buffer += chunk;
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const line = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (line.startsWith('data: ')) {
+            emit(line);
+          }
+        }
+      });
+    });
+    req.end(body);
+  };
+}
+
+/** Answers at once with `tokens` content chunks, as the sim backend with no generation time does. */
+function simAnswer(tokens: number): Answer {
+  return (id, _body, emit) => {
+    for (let t = 0; t < tokens; t++) {
+      emit(simChunk(id, t));
+    }
+    emit('data: [DONE]');
+  };
+}
+
+/** One content chunk of an OpenAI stream, as an SSE data line. */
+function simChunk(id: string, index: number): string {
+  const chunk = {
+    id: `chatcmpl-${id}`,
+    object: 'chat.completion.chunk',
+    created: Math.floor(Date.now() / 1000),
+    model: 'sim',
+    choices: [{ index: 0, delta: { content: `tok${index} ` }, finish_reason: null }],
+  };
+  return `data: ${JSON.stringify(chunk)}`;
 }
 
 if (role === 'api') {

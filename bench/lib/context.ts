@@ -81,6 +81,11 @@ export interface TargetCheck {
   measured: string;
   /** null when the scenario could not measure it. */
   pass: boolean | null;
+  /**
+   * True when the floor of the design, measured in the same run (BullMQ alone, the floor chain), misses
+   * the goal too: a miss that no change short of another design can mend. Absent when no floor applies.
+   */
+  floorMisses?: boolean;
 }
 
 export interface ScenarioResult {

@@ -26,8 +26,8 @@ export function kb(bytes: number | null | undefined): string {
   return bytes === null || bytes === undefined || !Number.isFinite(bytes) ? '—' : `${(bytes / 1024).toFixed(1)} KB`;
 }
 
-export function passText(pass: boolean | null): string {
-  return pass === null ? 'n/a' : pass ? 'PASS' : 'MISS';
+export function passText(pass: boolean | null, floorMisses = false): string {
+  return pass === null ? 'n/a' : pass ? 'PASS' : floorMisses ? 'MISS (floor misses too)' : 'MISS';
 }
 
 /** A Markdown table; `align` per column: l or r. */

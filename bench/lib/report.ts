@@ -52,7 +52,7 @@ export function machineLine(m: MachineInfo): string {
 function targetsTable(targets: TargetCheck[]): string {
   return mdTable(
     ['target', 'goal', 'measured', 'result'],
-    targets.map((t) => [t.target, t.goal, t.measured, passText(t.pass)]),
+    targets.map((t) => [t.target, t.goal, t.measured, passText(t.pass, t.floorMisses)]),
   );
 }
 

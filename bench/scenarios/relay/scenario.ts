@@ -64,7 +64,7 @@ export async function relayScenario(ctx: Ctx, stack: Stack): Promise<ScenarioRes
     const direct = upstream.directLeg();
     const relay = relayLeg.target();
     ctx.log(`relay: starting the floor chain (bench/floor-worker.ts) with ${devices} devices`);
-    const chain = await FloorChain.start(ctx, upstream, devices);
+    const chain = await FloorChain.start(ctx, `${upstream.baseUrl}/chat/completions`, devices);
     const floor = chain.leg();
     const pg = new PostgresProcesses(ctx.target.databaseUrl);
     await pg.connect();

@@ -120,6 +120,7 @@ function startProbes(command: Extract<FleetCommand, { mode: 'probe' }>): void {
     features: [],
     available: true,
     running_task: null,
+    identities: [],
   };
   const server = new URL(command.server);
   const window = command.window ?? command.tokens.length;

@@ -169,6 +169,7 @@ function start(command: Extract<FloodCommand, { type: 'start' }>): void {
     features: [],
     available: true,
     running_task: null,
+    identities: [],
   };
 
   const connect = () => {
@@ -295,6 +296,7 @@ function startStorm(command: Extract<FloodCommand, { type: 'storm' }>): void {
     features: [],
     available: true,
     running_task: null,
+    identities: [],
   });
   const open = (token: string, address: string): Socket => {
     // Node-only: engine.io-client hands it to the WebSocket it opens (socket.io's types leave it out).

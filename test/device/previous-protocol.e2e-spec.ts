@@ -4,6 +4,7 @@ import { FakeDevice } from '../support/fake-device';
 import {
   closeDb,
   createDevice,
+  db,
   createTenant,
   http,
   startApi,
@@ -13,6 +14,7 @@ import {
   waitTerminal,
 } from '../support/stack';
 import type { Api, Dispatcher, Tenant } from '../support/stack';
+import { waitOffline } from './support/device';
 
 const TOOLS = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }];
 
@@ -22,7 +24,7 @@ const TOOLS = [{ type: 'function', function: { name: 'get_weather', parameters: 
  * served through the dispatcher's dialect of it: what it sends is read into the current shapes, what
  * the dispatcher sends is written in its own, and it is offered only what its version can do.
  */
-describe('a device of the previous protocol version', () => {
+describe('a device of the previous protocol version (2)', () => {
   let api: Api;
   let dispatcher: Dispatcher;
   const fakes: FakeDevice[] = [];
@@ -51,7 +53,7 @@ describe('a device of the previous protocol version', () => {
     });
     fakes.push(device);
     await waitOnline([model], token);
-    return { model, tenant, id, device };
+    return { model, tenant, id, token, device };
   }
 
   const chat = (tenant: Tenant, body: object) =>
@@ -77,53 +79,46 @@ describe('a device of the previous protocol version', () => {
 
   it('is served: its announce answered, its task assigned and its answer relayed, each in its version', async () => {
     const { model, tenant, id, device } = await previousVersionDevice(['tools']);
-    // Version 1's announce ack: without the models accepted and refused.
-    expect(device.announceAck).toEqual({ ok: true, device_id: id, pool: 'network' });
+    // An announce without identities: read as one that says nothing of its models.
+    expect(device.announceAck).toEqual({ ok: true, device_id: id, pool: 'network', models: [model], refused: [] });
 
     const pending = chat(tenant, { model, tools: TOOLS, stop: ['\n\n'], include_stop_str_in_output: true });
     const task = await device.nextAssignment();
-    // With the features it has (tools), without the fields its version does not know.
     expect(task.params).toEqual({
       messages: [{ role: 'user', content: 'What is the weather?' }],
       max_tokens: task.params.max_tokens,
       stop: ['\n\n'],
+      include_stop_str_in_output: true,
       tools: TOOLS,
       stream_usage: task.params.stream_usage,
     });
     device.answer(task.task_address, ['Sunny', ' today']);
     const res = await pending;
     expect([res.status, res.body.choices[0].message.content]).toEqual([200, 'Sunny today']);
-    expect((await waitTerminal(task.task_address)).status).toBe('completed');
+    const row = await waitTerminal(task.task_address);
+    expect([row.status, row.modelDigest]).toEqual(['completed', null]);
   });
 
-  it('is not offered what its version lacks: it cannot announce web_search, and such requests find no device', async () => {
-    const { model, tenant, device } = await previousVersionDevice(['tools']);
+  it('is refused a model pinned to digests as not_allowed, the refusal its version knows', async () => {
+    const { model, token, device } = await previousVersionDevice([]);
+    await db().model.update({ where: { id: model }, data: { allowedDigests: [`sha256:${'c'.repeat(64)}`] } });
+    // The dispatcher checks connected devices again within a second or two.
+    await waitOffline(token, model);
     const again = await device.socket.timeout(5_000).emitWithAck('announce', {
       agent_version: 'fake-1',
       backend: 'sim',
       models: [model],
-      features: ['tools', 'web_search'],
+      features: [],
       available: true,
       running_task: null,
     });
-    expect(again).toEqual({ ok: false, error: 'invalid announce payload' });
-    const res = await chat(tenant, { model, web_search_options: {} });
-    expect([res.status, res.body.error.code, res.body.error.param]).toEqual([
-      400,
-      'unsupported_by_node',
-      'web_search_options',
-    ]);
-  });
-
-  it('a task error with a code of its own reaches the client as backend_error', async () => {
-    const { model, tenant, device } = await previousVersionDevice([]);
-    const pending = chat(tenant, { model });
-    const task = await device.nextAssignment();
-    device.error(task.task_address, 0, 'runtime_crashed', 'the runtime crashed');
-    const res = await pending;
-    expect([res.status, res.body.error.code]).toEqual([502, 'backend_error']);
-    const row = await waitTerminal(task.task_address);
-    expect([row.status, row.errorCode]).toEqual(['failed', 'backend_error']);
+    expect(again).toEqual({
+      ok: true,
+      device_id: again.device_id,
+      pool: 'network',
+      models: [],
+      refused: [{ model, reason: 'not_allowed' }],
+    });
   });
 
   it('the handshake serves the current and the previous version and refuses any other, as before', async () => {

@@ -177,6 +177,7 @@ describe('admin HTTP API', () => {
       max_output_tokens: 4096,
       owned_by: 'acme',
       network: false,
+      allowed_digests: [],
       created_at: added.body.created_at,
     });
     expect(typeof added.body.created_at).toBe('string');

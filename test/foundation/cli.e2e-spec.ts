@@ -225,6 +225,7 @@ describe('admin CLI', () => {
       max_output_tokens: null,
       owned_by: 'switchyard',
       network: false,
+      allowed_digests: [],
       created_at: added.created_at,
     });
     const rowA = await db().model.findUniqueOrThrow({ where: { id: modelA } });

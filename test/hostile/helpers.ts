@@ -56,6 +56,7 @@ export const announcePayload = (models: string[]) => ({
   features: [],
   available: true,
   running_task: null,
+  identities: [],
 });
 
 /** What the flooding devices did, as the flood process reports it when stopped. */
@@ -89,7 +90,7 @@ const big = 'x'.repeat(cfg.bigBytes);
 const foreign = 'network:00000000-0000-4000-8000-' + '0'.repeat(12);
 let n = 0;
 const junkNames = () => Array.from({ length: 64 }, () => cfg.marker + '-' + (n++));
-const announce = (models) => ({ agent_version: 'flood', backend: 'sim', models, features: [], available: true, running_task: null });
+const announce = (models) => ({ agent_version: 'flood', backend: 'sim', models, features: [], available: true, running_task: null, identities: [] });
 function burst(socket, mode) {
   const engine = socket.io.engine;
   if (!socket.connected || (engine && engine.writeBuffer.length > 8)) return;

@@ -376,6 +376,7 @@ describe('isolation and untrusted devices', () => {
         features: [],
         available: true,
         running_task: null,
+        identities: [],
       });
       expect(announced).toMatchObject({ ok: true });
       return socket;

@@ -23,12 +23,13 @@ export class FakeDevice {
     server: string,
     token: string,
     models: string[],
-    opts: { features?: string[]; ack?: boolean; protocol?: number } = {},
+    opts: { features?: string[]; ack?: boolean; protocol?: number; identities?: object[] } = {},
   ): Promise<FakeDevice> {
+    const protocol = opts.protocol ?? PROTOCOL_VERSION;
     const socket = io(`${server}/devices`, {
       transports: ['websocket'],
       // Another version than the current one: an agent not yet upgraded, in a rolling upgrade.
-      auth: { token, protocol: opts.protocol ?? PROTOCOL_VERSION },
+      auth: { token, protocol },
       reconnection: false,
       forceNew: true,
     });
@@ -39,6 +40,8 @@ export class FakeDevice {
       features: opts.features ?? [],
       available: true,
       running_task: null,
+      // What the runtime says each model is: since protocol 3 (version 2 has no such field).
+      ...(protocol >= 3 ? { identities: opts.identities ?? [] } : {}),
     };
     const device = new FakeDevice(socket, announce);
     socket.on('task:cancel', (payload: { task_address: string }) => device.cancels.push(payload.task_address));

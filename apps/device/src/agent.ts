@@ -149,6 +149,7 @@ export class DeviceAgent {
       // Draining, or a runtime that does not answer: the dispatcher assigns nothing (it withdraws the presence).
       available: this.phase === 'running' && this.config.backend.available(),
       running_task: this.current?.address ?? null,
+      identities: this.config.backend.identities(),
     };
     // Without a connection the link settles at once: the next connect announces the state of that moment.
     this.link.announce(payload, timeoutMs, () => settled?.());

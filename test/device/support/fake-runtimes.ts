@@ -178,6 +178,8 @@ export interface OllamaReply {
 export class FakeOllama extends FakeRuntime {
   version = '0.12.11';
   models: string[] = [];
+  /** The digest /api/tags gives for every model (64 hex digits, as Ollama writes it). */
+  digest = 'a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72';
 
   constructor(models: string[] = []) {
     super();
@@ -196,7 +198,7 @@ export class FakeOllama extends FakeRuntime {
             model: name,
             modified_at: '2025-05-01T10:00:00.000000000+02:00',
             size: 2019393189,
-            digest: 'a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72',
+            digest: this.digest,
             details: {
               parent_model: '',
               format: 'gguf',

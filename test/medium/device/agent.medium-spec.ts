@@ -13,6 +13,7 @@ import type {
   AssignAck,
   AssignPayload,
   DeviceToServerEvents,
+  ModelIdentity,
   ServerToDeviceEvents,
 } from '@app/common/protocol/device-protocol';
 import {
@@ -24,7 +25,7 @@ import {
 } from '@app/common/protocol/device-protocol';
 import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from '../../../apps/device/src/agent';
 import type { Backend, BackendResult, SimOptions } from '../../../apps/device/src/backends';
-import { SimBackend } from '../../../apps/device/src/backends';
+import { SimBackend, simDigest } from '../../../apps/device/src/backends';
 
 // A stand-in dispatcher: a real socket.io server on the /devices namespace that records what the agent sends.
 const GOOD_TOKEN = `syd_${'a'.repeat(40)}`;
@@ -160,6 +161,9 @@ class SwitchableBackend implements Backend {
   models(): string[] {
     return [...this.served];
   }
+  identities(): ModelIdentity[] {
+    return [];
+  }
   available(): boolean {
     return this.up;
   }
@@ -190,7 +194,20 @@ void describe('DeviceAgent', () => {
       features: ['tools', 'n'],
       available: true,
       running_task: null,
+      identities: [
+        {
+          model: 'sim-model',
+          digest: simDigest('sim-model'),
+          family: 'sim',
+          parameter_size: null,
+          quantization: null,
+          root: null,
+          context_length: null,
+        },
+      ],
     });
+    expect(simDigest('sim-model')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(simDigest('sim-model')).not.toBe(simDigest('sim-model-2'));
   });
 
   void it('runs a task: accepted, deltas with seq from 0, then done', async () => {

@@ -122,6 +122,7 @@ describe('dispatch (dispatcher)', () => {
       features: [],
       available: false,
       running_task: null,
+      identities: [],
     });
     // Not available: the request is refused at once, as with no device at all.
     const refused = await chat(tenant, m);
@@ -133,6 +134,7 @@ describe('dispatch (dispatcher)', () => {
       features: [],
       available: true,
       running_task: null,
+      identities: [],
     });
     await online;
     const pending = chat(tenant, m);

@@ -71,6 +71,7 @@ describe('device gateway (dispatcher)', () => {
       features: [],
       available: true,
       running_task: null,
+      identities: [],
     });
     expect(again).toEqual({ ok: true, device_id: direct.id, pool: 'direct', models: [model], refused: [] });
     for (let i = 0; i < 50 && (await presence(tenant.org.id, model))[0]?.features.length; i++) {
@@ -116,6 +117,7 @@ describe('device gateway (dispatcher)', () => {
         features: [],
         available: true,
         running_task: null,
+        identities: [],
       });
     };
     const network = await createDevice();
@@ -158,6 +160,7 @@ describe('device gateway (dispatcher)', () => {
       features: [],
       available: true,
       running_task: null,
+      identities: [],
     });
     expect(answer).toEqual({ ok: false, error: 'too many models: a device may announce at most 64' });
   });

@@ -34,7 +34,12 @@ describe('TaskWriter', () => {
   async function assigned(streamed: boolean) {
     const task = newTaskOf(owners, { line: 'medium-writer-line', stream: streamed });
     expect((await tasks.create(task)).ok).toBe(true);
-    const claim = await tasks.claim(task.id, { deviceId: owners.deviceIds[0], dispatcherId: 'disp', token: 'tok' });
+    const claim = await tasks.claim(task.id, {
+      deviceId: owners.deviceIds[0],
+      modelDigest: null,
+      dispatcherId: 'disp',
+      token: 'tok',
+    });
     if (!claim.ok) {
       throw new Error('the claim was refused');
     }

@@ -59,7 +59,12 @@ describe('the stores on a Redis Cluster', () => {
     for (const task of created) {
       expect(await tasks.create(task)).toEqual({ ok: true, attempt: 0 });
       expect(
-        await tasks.claim(task.id, { deviceId: owners.deviceIds[0], dispatcherId: 'cluster-disp', token: 't' }),
+        await tasks.claim(task.id, {
+          deviceId: owners.deviceIds[0],
+          modelDigest: null,
+          dispatcherId: 'cluster-disp',
+          token: 't',
+        }),
       ).toEqual({ ok: true, attempt: 1 });
     }
     expect((await tasks.heldBy('cluster-disp')).sort()).toEqual(created.map((t) => t.id).sort());

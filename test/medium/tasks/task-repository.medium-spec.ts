@@ -82,8 +82,10 @@ describe('TaskRepository', () => {
     });
   }
 
+  /** Claimant n; an odd one's device announced a digest, an even one's none. */
   const by = (n: number) => ({
     deviceId: deviceIds[n % deviceIds.length],
+    modelDigest: n % 2 === 1 ? `sha256:${String(n).padStart(64, '0')}` : null,
     dispatcherId: `disp-${n}`,
     token: `tok-${n}`,
   });
@@ -113,6 +115,7 @@ describe('TaskRepository', () => {
       attempts: 1,
       version: 5,
       deviceId: first.deviceId,
+      modelDigest: first.modelDigest,
       dispatcherId: 'disp-1',
       token: 'tok-1',
     });
@@ -128,7 +131,14 @@ describe('TaskRepository', () => {
       attempt: 1,
     });
     const requeued = await tasks.get(task.id);
-    expect(requeued).toMatchObject({ status: 'queued', version: 7, attempts: 1, deviceId: null, token: null });
+    expect(requeued).toMatchObject({
+      status: 'queued',
+      version: 7,
+      attempts: 1,
+      deviceId: null,
+      modelDigest: null,
+      token: null,
+    });
     expect(await tasks.heldBy('disp-1')).toEqual([]);
 
     const second = by(2);
@@ -175,6 +185,8 @@ describe('TaskRepository', () => {
       status: 'completed',
       attempts: 2,
       deviceId: second.deviceId,
+      // The second device announced no digest: the first one's is not left beside it.
+      modelDigest: null,
       finishReason: 'stop',
       promptTokens: 3,
       completionTokens: 1,

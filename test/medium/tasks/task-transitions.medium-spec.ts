@@ -48,7 +48,12 @@ describe('task transitions', () => {
     return task;
   }
 
-  const claimer = (n: number) => ({ deviceId: devices[n % 2], dispatcherId: dispatcher, token: `tok-${n}` });
+  const claimer = (n: number) => ({
+    deviceId: devices[n % 2],
+    modelDigest: null,
+    dispatcherId: dispatcher,
+    token: `tok-${n}`,
+  });
   /** An entry of the task's event stream as the dispatcher writes one. */
   const entry = (attempt: number, seq: number, type: string) => [
     'a',

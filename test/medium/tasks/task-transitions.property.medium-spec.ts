@@ -121,7 +121,12 @@ describe('task transitions (property)', () => {
       case 'create':
         return tasks.create(task);
       case 'claim':
-        return tasks.claim(task.id, { deviceId: devices[step.device], dispatcherId: dispatcher, token: randomUUID() });
+        return tasks.claim(task.id, {
+          deviceId: devices[step.device],
+          modelDigest: null,
+          dispatcherId: dispatcher,
+          token: randomUUID(),
+        });
       case 'first':
         return tasks.firstOutput(task.id, step.attempt, event('delta'));
       case 'requeue':

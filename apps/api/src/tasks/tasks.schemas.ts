@@ -32,6 +32,10 @@ export const taskFields = {
     })
     .nullable(),
   output_sha256: z.string().nullable(),
+  model_digest: z
+    .string()
+    .nullable()
+    .describe('The model digest its device announced for the model (the runtime’s word); null when it announced none'),
   queued_at: iso,
   assigned_at: nullableIso,
   first_token_at: nullableIso,

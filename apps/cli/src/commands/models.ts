@@ -3,7 +3,7 @@ import { onOff, positiveInt } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
 
-/** `model add|network|list|enable|disable`: the model catalog and its enablement per organization. */
+/** `model add|network|digests|list|enable|disable`: the model catalog and its enablement per organization. */
 export function addModelCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const model = program.command('model').description('the model catalog and its enablement per organization');
@@ -24,6 +24,21 @@ export function addModelCommands(program: Command, run: Run): void {
     .argument('<model-id>', 'catalog model')
     .argument('<on|off>', 'on or off', onOff)
     .action((id: string, network: boolean) => admin((a) => a.models.update(id, { network })));
+  model
+    .command('digests')
+    .description(
+      'pin the digests devices may serve a model with (--allow, repeatable: a device whose runtime reports another, ' +
+        'or none, is refused the model), or remove the pin (--clear)',
+    )
+    .argument('<model-id>', 'catalog model')
+    .option('--allow <digest...>', 'a digest devices may serve it with: sha256:<64 hex digits>')
+    .option('--clear', 'remove the pin: any device may serve it again')
+    .action((id: string, opts: { allow?: string[]; clear?: boolean }, command: Command) => {
+      if (Boolean(opts.clear) === (opts.allow !== undefined)) {
+        command.error('error: give either --allow <digest...> or --clear');
+      }
+      return admin((a) => a.models.update(id, { allowedDigests: opts.clear ? [] : opts.allow }));
+    });
   model
     .command('list')
     .description('list the catalog')

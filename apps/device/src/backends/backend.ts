@@ -1,4 +1,5 @@
 import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from '@app/common/protocol/chat';
+import type { ModelIdentity } from '@app/common/protocol/messages';
 
 /** What a backend is asked to run: one assigned task, already validated by the api. */
 export interface BackendTask {
@@ -33,12 +34,17 @@ export interface Backend {
   readonly features: Feature[];
   /** The public model ids this device serves now. */
   models(): string[];
+  /**
+   * What the runtime says each of those models is (its digest, family, size, quantization, weights,
+   * context), for the models it says anything of; announced, and checked against an admin's pins.
+   */
+  identities(): ModelIdentity[];
   /** Whether the runtime answers; an unreachable one takes no tasks until a health probe succeeds. */
   available(): boolean;
   /**
    * Starts watching the runtime (model discovery, health probes) and resolves once its first state is
-   * known, so that the first announce is already right. `onChange` runs whenever models, features or
-   * availability change afterwards.
+   * known, so that the first announce is already right. `onChange` runs whenever models, identities,
+   * features or availability change afterwards.
    */
   start(onChange: () => void): Promise<void>;
   /** Stops the watching timers; a run under way is aborted through its signal, not here. */

@@ -7,7 +7,7 @@ import { SimBackend } from './sim.backend';
 import type { UpstreamOptions } from './upstream/upstream-options';
 
 export * from './backend';
-export { SimBackend, SIM_DEFAULTS } from './sim.backend';
+export { SimBackend, SIM_DEFAULTS, simDigest } from './sim.backend';
 export type { SimOptions } from './sim.backend';
 export { OllamaBackend, OLLAMA_FEATURES } from './ollama.backend';
 export { OpenAIBackend, OPENAI_FEATURES } from './openai.backend';

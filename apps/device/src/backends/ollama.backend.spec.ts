@@ -1,7 +1,7 @@
 import type { ChatParams } from '@app/common/protocol/chat';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
-import { versionAtLeast } from './ollama.backend';
+import { ollamaIdentity, versionAtLeast } from './ollama.backend';
 
 const line = (value: unknown) => JSON.stringify(value);
 const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -223,5 +223,42 @@ void describe('versionAtLeast', () => {
     expect(versionAtLeast('0.0.0', [0, 12, 11])).toBe(false);
     expect(versionAtLeast(null, [0, 12, 11])).toBe(false);
     expect(versionAtLeast('dev', [0, 12, 11])).toBe(false);
+  });
+});
+
+void describe('ollamaIdentity', () => {
+  const hex = 'a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72';
+
+  void it('reads the digest and the details of an /api/tags entry', () => {
+    expect(
+      ollamaIdentity({
+        name: 'llama3.2:latest',
+        digest: hex,
+        details: { format: 'gguf', family: 'llama', parameter_size: '3.2B', quantization_level: 'Q4_K_M' },
+      } as never),
+    ).toEqual({
+      digest: `sha256:${hex}`,
+      family: 'llama',
+      parameter_size: '3.2B',
+      quantization: 'Q4_K_M',
+      root: null,
+      context_length: null,
+    });
+    // Prefixed or in capitals, it is the same digest.
+    expect(ollamaIdentity({ digest: `sha256:${hex.toUpperCase()}` }).digest).toBe(`sha256:${hex}`);
+  });
+
+  void it('says nothing of what it cannot read', () => {
+    for (const digest of [undefined, 42, '', 'abc', `${hex}0`, `sha512:${hex}`]) {
+      expect(ollamaIdentity({ digest }).digest).toBeNull();
+    }
+    expect(ollamaIdentity({ digest: hex, details: { family: 7, parameter_size: 'x'.repeat(33) } })).toEqual({
+      digest: `sha256:${hex}`,
+      family: null,
+      parameter_size: null,
+      quantization: null,
+      root: null,
+      context_length: null,
+    });
   });
 });

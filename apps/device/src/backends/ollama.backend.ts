@@ -6,9 +6,10 @@ import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
 import { endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
 import { badResponse } from './upstream/runtime-errors';
-import type { ProbeResult } from './upstream/upstream-monitor';
+import { text } from './upstream/runtime-fields';
+import type { ProbeResult, RuntimeIdentity } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
-import { UpstreamMonitor } from './upstream/upstream-monitor';
+import { UNKNOWN_IDENTITY, UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
 import { stopTextFilter } from './upstream/stop-text';
 import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, watched } from './upstream/upstream-options';
@@ -38,6 +39,29 @@ export function versionAtLeast(version: string | null, min: readonly number[]): 
     }
   }
   return true;
+}
+
+/** An entry of Ollama's /api/tags, as far as the agent reads it (any field may be missing or of another type). */
+interface OllamaTag {
+  name?: unknown;
+  model?: unknown;
+  digest?: unknown;
+  details?: { family?: unknown; parameter_size?: unknown; quantization_level?: unknown } | null;
+}
+
+/**
+ * What /api/tags says of a model: its digest (64 hex digits, which Switchyard writes `sha256:<hex>`;
+ * anything else is no digest) and its details.
+ */
+export function ollamaIdentity(entry: OllamaTag): RuntimeIdentity {
+  const digest = typeof entry.digest === 'string' ? entry.digest.toLowerCase().replace(/^sha256:/, '') : '';
+  return {
+    ...UNKNOWN_IDENTITY,
+    digest: /^[0-9a-f]{64}$/.test(digest) ? `sha256:${digest}` : null,
+    family: text(entry.details?.family, 100),
+    parameter_size: text(entry.details?.parameter_size, 32),
+    quantization: text(entry.details?.quantization_level, 32),
+  };
 }
 
 /** Serves tasks through a local Ollama's /api/chat, streaming its NDJSON answer. */
@@ -70,7 +94,7 @@ export class OllamaBackend extends UpstreamBackend {
     });
   }
 
-  /** GET /api/version (which features this Ollama has) and GET /api/tags (which models). */
+  /** GET /api/version (which features this Ollama has) and GET /api/tags (which models, and what each is). */
   private async probe(signal: AbortSignal): Promise<ProbeResult> {
     const request = { apiKey: this.options.apiKey, signal, connectTimeoutMs: CONNECT_TIMEOUT_MS };
     let version: string | null = null;
@@ -88,13 +112,19 @@ export class OllamaBackend extends UpstreamBackend {
     if (!Array.isArray(tags?.models)) {
       throw badResponse('/api/tags has no models array');
     }
-    const models = (tags.models as { name?: unknown; model?: unknown }[])
-      .map((m) => (typeof m?.name === 'string' ? m.name : typeof m?.model === 'string' ? m.model : null))
-      .filter((m): m is string => m !== null && m.length > 0 && m.length <= 200);
+    const models: string[] = [];
+    const identities = new Map<string, RuntimeIdentity>();
+    for (const entry of tags.models as OllamaTag[]) {
+      const name = typeof entry?.name === 'string' ? entry.name : typeof entry?.model === 'string' ? entry.model : null;
+      if (name !== null && name.length > 0 && name.length <= 200) {
+        models.push(name);
+        identities.set(name, ollamaIdentity(entry));
+      }
+    }
     const features = versionAtLeast(version, OLLAMA_LOGPROBS_SINCE)
       ? [...OLLAMA_FEATURES, 'logprobs' as const]
       : OLLAMA_FEATURES;
-    return { models, features, runtime: `ollama ${version ?? '(version unknown)'}` };
+    return { models, identities, features, runtime: `ollama ${version ?? '(version unknown)'}` };
   }
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

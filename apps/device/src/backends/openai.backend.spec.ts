@@ -1,6 +1,7 @@
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
+import { openaiIdentity } from './openai.backend';
 import { SseDecoder } from './upstream/sse';
 
 const event = (data: unknown) => ({ event: 'message', data: typeof data === 'string' ? data : JSON.stringify(data) });
@@ -223,5 +224,23 @@ void describe('SseDecoder', () => {
     const errors = new SseDecoder();
     errors.line('error: {"message":"boom"}');
     expect(errors.line('')).toEqual({ event: 'error', data: '{"message":"boom"}' });
+  });
+});
+
+void describe('openaiIdentity', () => {
+  void it("reads vLLM's root and max_model_len, and never a digest", () => {
+    expect(
+      openaiIdentity({ id: 'm', owned_by: 'vllm', root: 'meta-llama/Llama-3.1-8B-Instruct', max_model_len: 8192 }),
+    ).toEqual({
+      digest: null,
+      family: null,
+      parameter_size: null,
+      quantization: null,
+      root: 'meta-llama/Llama-3.1-8B-Instruct',
+      context_length: 8192,
+    });
+    expect(openaiIdentity({ id: 'm', owned_by: 'lmstudio', max_model_len: -1, root: 3 })).toEqual(
+      expect.objectContaining({ root: null, context_length: null }),
+    );
   });
 });

@@ -3,14 +3,15 @@ import type { ChatParams, ChoiceDelta, Feature } from '@app/common/protocol/chat
 import type { BackendResult, BackendTask, DeltaSink } from './backend';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
-import { BackendError, cancelledError } from './backend';
+import { BackendError, cancelledError, isCancellation } from './backend';
 import { describeUrl, endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
 import { badResponse } from './upstream/runtime-errors';
 import { SseDecoder } from './upstream/sse';
 import { stopTextFilter } from './upstream/stop-text';
-import type { ProbeResult } from './upstream/upstream-monitor';
+import { count, text } from './upstream/runtime-fields';
+import type { ProbeResult, RuntimeIdentity } from './upstream/upstream-monitor';
 import { UpstreamBackend } from './upstream/upstream-backend';
-import { UpstreamMonitor } from './upstream/upstream-monitor';
+import { UNKNOWN_IDENTITY, UpstreamMonitor } from './upstream/upstream-monitor';
 import type { UpstreamOptions } from './upstream/upstream-options';
 import { CONNECT_TIMEOUT_MS, MAX_CHOICES, PROBE_TIMEOUT_MS, watched } from './upstream/upstream-options';
 
@@ -32,6 +33,22 @@ export const OPENAI_FEATURES: Feature[] = [
 
 /** llama.cpp's server (its /models say `owned_by: "llamacpp"`) refuses n > 1: "Only one completion choice is allowed". */
 const SINGLE_CHOICE_SERVERS = new Set(['llamacpp']);
+
+/** An entry of an OpenAI-compatible server's /models, as far as the agent reads it. */
+interface OpenAIModelEntry {
+  id?: unknown;
+  owned_by?: unknown;
+  root?: unknown;
+  max_model_len?: unknown;
+}
+
+/**
+ * What a /models entry says of a model: vLLM gives the weights it loaded (`root`) and the context
+ * length (`max_model_len`); none of these servers gives a digest.
+ */
+export function openaiIdentity(entry: OpenAIModelEntry): RuntimeIdentity {
+  return { ...UNKNOWN_IDENTITY, root: text(entry.root, 500), context_length: count(entry.max_model_len) };
+}
 
 /** Serves tasks through an OpenAI-compatible server's /chat/completions (llama.cpp, vLLM, LM Studio). */
 export class OpenAIBackend extends UpstreamBackend {
@@ -79,17 +96,60 @@ export class OpenAIBackend extends UpstreamBackend {
     if (!Array.isArray(answer?.data)) {
       throw badResponse('/models has no data array');
     }
-    const entries = answer.data as { id?: unknown; owned_by?: unknown }[];
-    const models = entries
-      .map((m) => (typeof m?.id === 'string' ? m.id : null))
-      .filter((m): m is string => m !== null && m.length > 0 && m.length <= 200);
+    const entries = answer.data as OpenAIModelEntry[];
+    const models: string[] = [];
+    const identities = new Map<string, RuntimeIdentity>();
     const owners = [...new Set(entries.map((m) => m?.owned_by).filter((o): o is string => typeof o === 'string'))];
     const single = owners.some((o) => SINGLE_CHOICE_SERVERS.has(o));
+    // llama.cpp's server runs one model and describes it in /props, not in its model list.
+    const props = owners.includes('llamacpp') ? await this.llamaCppProps(signal) : null;
+    for (const entry of entries) {
+      const id = typeof entry?.id === 'string' && entry.id.length > 0 && entry.id.length <= 200 ? entry.id : null;
+      if (id !== null) {
+        models.push(id);
+        identities.set(id, props ?? openaiIdentity(entry));
+      }
+    }
     return {
       models,
+      identities,
       features: single ? OPENAI_FEATURES.filter((f) => f !== 'n') : OPENAI_FEATURES,
       runtime: owners.join(',') || 'openai-compatible',
     };
+  }
+
+  /**
+   * GET /props at the server's root (beside /v1): the model file and the context size. Null when it
+   * does not answer as llama.cpp's does (a proxy, an old build): the models are then described as
+   * their list entries describe them.
+   */
+  private async llamaCppProps(signal: AbortSignal): Promise<RuntimeIdentity | null> {
+    const url = new URL(this.base.href);
+    url.pathname = `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/props`;
+    url.search = '';
+    try {
+      const props = (await getJson(url, {
+        apiKey: this.options.apiKey,
+        signal,
+        connectTimeoutMs: CONNECT_TIMEOUT_MS,
+      })) as {
+        model_path?: unknown;
+        default_generation_settings?: { n_ctx?: unknown } | null;
+      } | null;
+      if (!props || typeof props !== 'object') {
+        return null;
+      }
+      return {
+        ...UNKNOWN_IDENTITY,
+        root: text(props.model_path, 500),
+        context_length: count(props.default_generation_settings?.n_ctx),
+      };
+    } catch (error) {
+      if (isCancellation(error)) {
+        throw error;
+      }
+      return null;
+    }
   }
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

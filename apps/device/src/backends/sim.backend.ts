@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
+import type { ModelIdentity } from '@app/common/protocol/messages';
 import type { Backend, BackendResult, BackendTask, DeltaSink } from './backend';
 import { abortableSleep, cancelledError } from './backend';
 import {
@@ -56,6 +58,15 @@ const YIELD_EVERY_STEPS = 32;
 /** The protocol carries at most 8 choices (the api accepts n from 1 to 8). */
 const MAX_CHOICES = 8;
 
+/**
+ * The digest a sim announces for a model: SHA-256 of `switchyard-sim/<model id>`. Its "weights" are the
+ * model id and the fixed vocabulary, so the same model has the same digest on every sim, and an admin
+ * can pin it like a real one.
+ */
+export function simDigest(model: string): string {
+  return `sha256:${createHash('sha256').update(`switchyard-sim/${model}`).digest('hex')}`;
+}
+
 /** One emission of one choice, and what it costs in completion tokens. */
 interface Step {
   delta: Omit<ChoiceDelta, 'index'>;
@@ -79,6 +90,18 @@ export class SimBackend implements Backend {
 
   models(): string[] {
     return [...this.options.models];
+  }
+
+  identities(): ModelIdentity[] {
+    return this.options.models.map((model) => ({
+      model,
+      digest: simDigest(model),
+      family: 'sim',
+      parameter_size: null,
+      quantization: null,
+      root: null,
+      context_length: null,
+    }));
   }
 
   /** The sim is always there: nothing to watch. */

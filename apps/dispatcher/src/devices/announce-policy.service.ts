@@ -1,7 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, Coalescer, PgService } from '@app/common';
-import type { AppConfig, RefusalReason } from '@app/common';
+import type { AppConfig, ModelIdentity, RefusalReason } from '@app/common';
 import type { DeviceSession } from './device-session';
+
+/** A device's list of models to decide, with what its runtime said of each. */
+export interface AnnounceAsk {
+  session: DeviceSession;
+  models: readonly string[];
+  identities: ReadonlyMap<string, ModelIdentity>;
+}
 
 export interface AnnounceDecision {
   models: string[];
@@ -12,16 +19,16 @@ export interface AnnounceDecision {
  * Which of the models a device announces it may serve. A device is untrusted: it may serve only
  * catalog models; a network device only those the catalog marks for the network (a model not marked
  * is its organizations' own: its prompts never reach a stranger's device); a direct device only those
- * enabled for its organization; a device an admin restricted only those on its list. Announces that arrive together are decided in one query (while
+ * enabled for its organization; a device an admin restricted only those on its list; and a model whose
+ * digests an admin pinned only with one of them, as the device's runtime reports it (the runtime's word:
+ * it keeps an honest operator from serving the wrong weights by mistake, it proves nothing of a lying
+ * one, docs/operations.md). Announces that arrive together are decided in one query (while
  * one runs, the next wait for it and go together): ten thousand devices announcing at once are a few
  * dozen queries, not ten thousand through a pool of ten.
  */
 @Injectable()
 export class AnnouncePolicy {
-  private readonly announces = new Coalescer(
-    (asks: { session: DeviceSession; models: readonly string[] }[]) => this.decideMany(asks),
-    0,
-  );
+  private readonly announces = new Coalescer((asks: AnnounceAsk[]) => this.decideMany(asks), 0);
 
   constructor(
     private readonly db: PgService,
@@ -29,16 +36,20 @@ export class AnnouncePolicy {
   ) {}
 
   /** Null when the device announces more models than DEVICE_MAX_MODELS: the announce is refused whole. */
-  async decide(session: DeviceSession, announced: readonly string[]): Promise<AnnounceDecision | null> {
+  async decide(
+    session: DeviceSession,
+    announced: readonly string[],
+    identities: ReadonlyMap<string, ModelIdentity>,
+  ): Promise<AnnounceDecision | null> {
     const models = [...new Set(announced)];
     if (models.length > this.config.DEVICE_MAX_MODELS) {
       return null;
     }
-    return this.announces.submit({ session, models });
+    return this.announces.submit({ session, models, identities });
   }
 
   /** The decisions for several devices' lists in one query (see PolicyRefresh). */
-  async decideMany(asks: { session: DeviceSession; models: readonly string[] }[]): Promise<AnnounceDecision[]> {
+  async decideMany(asks: AnnounceAsk[]): Promise<AnnounceDecision[]> {
     const pairs = asks.flatMap((ask, i) => ask.models.map((model) => ({ i, model, ask })));
     const decisions: AnnounceDecision[] = asks.map(() => ({ models: [], refused: [] }));
     if (pairs.length === 0) {
@@ -50,10 +61,12 @@ export class AnnouncePolicy {
       network: boolean;
       enabled: boolean;
       allowed: boolean;
+      digests: string[] | null;
     }>(
       `SELECT a.n,
          m.id IS NOT NULL AS known,
          COALESCE(m.network, false) AS network,
+         m.allowed_digests AS digests,
          (a.org_id IS NULL OR EXISTS (SELECT 1 FROM org_models om WHERE om.org_id = a.org_id AND om.model_id = a.model))
            AS enabled,
          (NOT COALESCE(d.models_restricted, true)
@@ -70,7 +83,8 @@ export class AnnouncePolicy {
     );
     for (const row of rows) {
       const pair = pairs[Number(row.n) - 1];
-      const reason = this.refusal(row, pair.ask.session.socket.data.orgId === null);
+      const digest = pair.ask.identities.get(pair.model)?.digest ?? null;
+      const reason = this.refusal(row, pair.ask.session.socket.data.orgId === null, digest);
       if (reason) {
         decisions[pair.i].refused.push({ model: pair.model, reason });
       } else {
@@ -81,8 +95,9 @@ export class AnnouncePolicy {
   }
 
   private refusal(
-    row: { known: boolean; network: boolean; enabled: boolean; allowed: boolean },
+    row: { known: boolean; network: boolean; enabled: boolean; allowed: boolean; digests: string[] | null },
     networkDevice: boolean,
+    digest: string | null,
   ): RefusalReason | null {
     if (!row.known) {
       return 'unknown_model';
@@ -93,6 +108,16 @@ export class AnnouncePolicy {
     if (!row.enabled) {
       return 'not_enabled';
     }
-    return row.allowed ? null : 'not_allowed';
+    if (!row.allowed) {
+      return 'not_allowed';
+    }
+    const pinned = row.digests ?? [];
+    if (pinned.length === 0) {
+      return null;
+    }
+    if (digest === null) {
+      return 'digest_unknown';
+    }
+    return pinned.includes(digest) ? null : 'digest_mismatch';
   }
 }

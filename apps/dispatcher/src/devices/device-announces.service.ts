@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ANNOUNCE_LIMITS, APP_CONFIG, DEVICE_EVENTS, LOGGER } from '@app/common';
-import type { AnnounceAck, AnnouncePayload, AppConfig, Logger, MessageReply } from '@app/common';
+import type { AnnounceAck, AnnouncePayload, AppConfig, Logger, MessageReply, ModelIdentity } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
@@ -43,9 +43,10 @@ export class DeviceAnnounces {
   /** An announce admitted and valid (the gateway checked both). */
   async handle(session: DeviceSession, payload: AnnouncePayload, ack: MessageReply<AnnounceAck>): Promise<void> {
     const reply = ack ?? (() => undefined);
+    const identities = identitiesOf(payload);
     let decision;
     try {
-      decision = await this.policy.decide(session, payload.models);
+      decision = await this.policy.decide(session, payload.models, identities);
     } catch (err) {
       this.logger.error({ err, deviceId: session.id }, 'could not check the announced models');
       reply({ ok: false, error: 'the dispatcher could not check the models; announce again' });
@@ -60,6 +61,7 @@ export class DeviceAnnounces {
       return;
     }
     session.announcedModels = [...new Set(payload.models)];
+    session.identities = identities;
     // The ack goes out before the dispatch module hears of the device (serve): a task it is given at
     // once then reaches it after the ack.
     reply({
@@ -76,10 +78,23 @@ export class DeviceAnnounces {
         agent: payload.agent_version,
         models: decision.models,
         refused: decision.refused.length,
+        digests: [...identities.values()].filter((i) => i.digest !== null).length,
         available: payload.available,
       },
       'device announced',
     );
     await this.serving.serve(session, decision.models, payload.features, payload.available);
   }
+}
+
+/** The announce's identities by model, for the models it announces; the first entry of a model counts. */
+function identitiesOf(payload: AnnouncePayload): ReadonlyMap<string, ModelIdentity> {
+  const announced = new Set(payload.models);
+  const identities = new Map<string, ModelIdentity>();
+  for (const identity of payload.identities) {
+    if (announced.has(identity.model) && !identities.has(identity.model)) {
+      identities.set(identity.model, identity);
+    }
+  }
+  return identities;
 }

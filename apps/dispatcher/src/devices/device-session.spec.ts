@@ -72,8 +72,9 @@ describe('DeviceSession', () => {
     expect(session.dialect.version).toBe(PREVIOUS_PROTOCOL_VERSION);
     expect(assign(session)).toEqual({ ok: true, answer: { accepted: true } });
     session.send('task:cancel', { task_address: address });
+    // Version 2's assignment and cancel are the current ones (versions.spec.ts has what differs).
     expect(previous.sent).toEqual([
-      ['task:assign', { ...assignment, params: { messages: assignment.params.messages, max_tokens: 8 } }],
+      ['task:assign', assignment],
       ['task:cancel', { task_address: address }],
     ]);
   });

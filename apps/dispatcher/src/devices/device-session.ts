@@ -8,6 +8,7 @@ import type {
   DeviceToServerEvents,
   Feature,
   MessageOf,
+  ModelIdentity,
   ProtocolDialect,
   ServerToDeviceCatalog,
   ServerToDeviceEvent,
@@ -35,6 +36,8 @@ type WireEmit = (event: string, ...args: unknown[]) => boolean;
 export class DeviceSession {
   /** The models the device last announced, whether or not it may serve them all. */
   announcedModels: readonly string[] = [];
+  /** What its runtime said each of those models is, by model (a model it said nothing of is absent). */
+  identities: ReadonlyMap<string, ModelIdentity> = new Map();
   /** The models the device announced and may serve, and their queues (in the same order). */
   private served: { models: string[]; queues: string[] } = { models: [], queues: [] };
   features: ReadonlySet<Feature> = new Set();
@@ -117,6 +120,11 @@ export class DeviceSession {
     this.features = new Set(features);
     this.available = available;
     this.announced = true;
+  }
+
+  /** The digest the device announced for a model; null when it announced none. */
+  digestOf(model: string): string | null {
+    return this.identities.get(model)?.digest ?? null;
   }
 
   supports(required: readonly Feature[]): boolean {

@@ -14,7 +14,7 @@ const SLICE = 500;
 
 /**
  * What a device may serve changes without the device: an admin adds a model to the catalog, enables
- * or disables it for an org, restricts a device. Every connected device's announced models are
+ * or disables it for an org, restricts a device, pins a model's digests. Every connected device's announced models are
  * checked again in turn (a slice per second, one query per slice), and a change is served as an
  * announce would be (DeviceServing).
  */
@@ -51,7 +51,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     try {
       const slice = this.nextSlice();
       const decisions = await this.policy.decideMany(
-        slice.map((session) => ({ session, models: session.announcedModels })),
+        slice.map((session) => ({ session, models: session.announcedModels, identities: session.identities })),
       );
       slice.forEach((session, i) => this.apply(session, decisions[i].models));
     } catch (err) {

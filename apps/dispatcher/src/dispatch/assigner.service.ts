@@ -205,7 +205,13 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
 
   /** The claim goes out with the assignment; events the device sends before it is confirmed wait. */
   private claim(a: Assignment): void {
-    this.tasks.claim(a.taskId, { deviceId: a.session.id, dispatcherId: this.instance.id, token: a.token }).then(
+    const claimant = {
+      deviceId: a.session.id,
+      modelDigest: a.session.digestOf(a.job.data.model),
+      dispatcherId: this.instance.id,
+      token: a.token,
+    };
+    this.tasks.claim(a.taskId, claimant).then(
       (result) => {
         if (result.ok) {
           a.settle({

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
+import { MODEL_DIGEST } from '../protocol/messages';
 import { MODEL_ID, check, isUniqueViolation, iso, modelIdSchema } from './admin-input';
 import { findOrgByName } from './orgs.service';
 import type { Sql } from './sql';
@@ -18,6 +19,8 @@ export interface UpdateModelInput {
   maxOutputTokens?: number | null;
   ownedBy?: string;
   network?: boolean;
+  /** The digests devices may serve it with; [] removes the pin (any device, with a digest or none). */
+  allowedDigests?: string[];
 }
 
 interface ModelRow {
@@ -25,17 +28,24 @@ interface ModelRow {
   max_output_tokens: number | null;
   owned_by: string;
   network: boolean;
+  allowed_digests: string[] | null;
   created_at: Date;
 }
 
 const maxOutputTokensSchema = z.number().int().min(1).max(1_000_000);
 const ownedBySchema = z.string().min(1).max(64);
+/** At most this many digests per model: a few builds or quantizations of the same weights. */
+export const MAX_ALLOWED_DIGESTS = 32;
+const allowedDigestsSchema = z
+  .array(z.string().regex(MODEL_DIGEST, 'must hold digests written sha256:<64 lowercase hex digits>'))
+  .max(MAX_ALLOWED_DIGESTS, `may hold at most ${MAX_ALLOWED_DIGESTS} digests`);
 
 const modelJson = (m: ModelRow) => ({
   id: m.id,
   max_output_tokens: m.max_output_tokens,
   owned_by: m.owned_by,
   network: m.network,
+  allowed_digests: m.allowed_digests ?? [],
   created_at: iso(m.created_at),
 });
 
@@ -72,13 +82,25 @@ export class AdminModelsService {
         ? input.maxOutputTokens
         : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
     const ownedBy = input.ownedBy === undefined ? undefined : check(ownedBySchema, input.ownedBy, 'owned_by');
+    const digests =
+      input.allowedDigests === undefined
+        ? null
+        : [...new Set(check(allowedDigestsSchema, input.allowedDigests, 'allowed_digests'))].sort();
     const [row] = await this.sql.query<ModelRow>(
       `UPDATE models SET
          max_output_tokens = CASE WHEN $2 THEN $3::int ELSE max_output_tokens END,
          owned_by = coalesce($4, owned_by),
-         network = coalesce($5, network)
+         network = coalesce($5, network),
+         allowed_digests = coalesce($6::text[], allowed_digests)
        WHERE id = $1 RETURNING *`,
-      [model.id, maxOutputTokens !== undefined, maxOutputTokens ?? null, ownedBy ?? null, input.network ?? null],
+      [
+        model.id,
+        maxOutputTokens !== undefined,
+        maxOutputTokens ?? null,
+        ownedBy ?? null,
+        input.network ?? null,
+        digests,
+      ],
     );
     return modelJson(row);
   }

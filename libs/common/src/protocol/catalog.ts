@@ -24,8 +24,10 @@ import {
  *
  * Version 2: the announce is answered with the models accepted and refused; task errors carry a code
  * from DEVICE_ERROR_CODES.
+ * Version 3: the announce says what the runtime says each model is (`identities`); a model may be
+ * refused `digest_mismatch` or `digest_unknown`.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** What the dispatcher sends a device. */
 export const SERVER_TO_DEVICE = {

@@ -10,6 +10,28 @@ import { FEATURES, choiceDeltaSchema, chatParamsSchema, finishReasonSchema, usag
 const address = z.string().regex(/^(direct|network):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 const seq = z.number().int().min(0).max(10_000_000);
 
+/** A model digest as Switchyard writes it: `sha256:` and 64 lowercase hex digits (Ollama's digest, prefixed). */
+export const MODEL_DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * What the device's runtime says a model it serves is. Every field is the runtime's word, not a proof:
+ * null where the runtime does not say. Ollama gives a digest of the weights and their details (from
+ * /api/tags); vLLM the weights' name (`root`) and context length (`max_model_len`, from /v1/models);
+ * llama.cpp's server the model file (`model_path`) and context (`n_ctx`, from /props).
+ */
+export const modelIdentitySchema = z.object({
+  /** A public model id of the announce's `models`. */
+  model: z.string().min(1).max(200),
+  digest: z.string().regex(MODEL_DIGEST).nullable(),
+  family: z.string().max(100).nullable(),
+  parameter_size: z.string().max(32).nullable(),
+  quantization: z.string().max(32).nullable(),
+  /** The weights' name or path as the runtime gives it (vLLM's `root`, llama.cpp's `model_path`). */
+  root: z.string().max(500).nullable(),
+  context_length: z.number().int().min(1).max(100_000_000).nullable(),
+});
+export type ModelIdentity = z.infer<typeof modelIdentitySchema>;
+
 /** Announced after connecting and whenever the served models, features or availability change. */
 export const announceSchema = z.object({
   agent_version: z.string().max(64),
@@ -21,6 +43,8 @@ export const announceSchema = z.object({
   available: z.boolean(),
   /** The task the agent is still running after a reconnect, if any. */
   running_task: address.nullable(),
+  /** What the runtime says each model is, for the models it says anything of (at most one entry per model). */
+  identities: z.array(modelIdentitySchema).max(1000),
 });
 export type AnnouncePayload = z.infer<typeof announceSchema>;
 
@@ -33,8 +57,19 @@ export type AnnouncePayload = z.infer<typeof announceSchema>;
  */
 export const ANNOUNCE_LIMITS = { burst: 10, perSecond: 2 } as const;
 
-/** Why the dispatcher refuses to let a device serve a model. */
-export const REFUSAL_REASONS = ['unknown_model', 'not_enabled', 'not_allowed', 'not_network'] as const;
+/**
+ * Why the dispatcher refuses to let a device serve a model. `digest_mismatch`: an admin pinned the
+ * digests the model may be served with, and the device's runtime announced another; `digest_unknown`:
+ * the model is pinned and the device announced no digest for it.
+ */
+export const REFUSAL_REASONS = [
+  'unknown_model',
+  'not_enabled',
+  'not_allowed',
+  'not_network',
+  'digest_mismatch',
+  'digest_unknown',
+] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** The dispatcher's answer to an announce: the models it accepted and refused, or why it refused the announce whole. */

@@ -60,54 +60,51 @@ describe('protocol versions', () => {
     }
   });
 
-  describe('version 1, read into the current shapes and written back', () => {
-    const v1 = dialectOf(PREVIOUS_PROTOCOL_VERSION)!;
+  describe('version 2, read into the current shapes and written back', () => {
+    const v2 = dialectOf(PREVIOUS_PROTOCOL_VERSION)!;
     const current = CURRENT_DIALECT;
 
-    it('a task error with a code outside the fixed set is read as backend_error; one inside keeps its code', () => {
-      const error = (code: string) => ({ task_address: address, seq: 3, code, message: 'runtime said no' });
-      expect(v1.fromDevice.messages['task:error'].parse(error('runtime_crashed'))).toEqual(error('backend_error'));
-      expect(v1.fromDevice.messages['task:error'].parse(error('context_length_exceeded'))).toEqual(
-        error('context_length_exceeded'),
-      );
-      // From a device of the current version the same code is an invalid event.
-      expect(current.fromDevice.messages['task:error'].safeParse(error('runtime_crashed')).success).toBe(false);
-      expect(v1.fromDevice.messages['task:error'].safeParse(error('Not A Code')).success).toBe(false);
-    });
-
-    it('an announce may carry only the features version 1 has', () => {
-      expect(v1.fromDevice.messages.announce.parse(announce)).toEqual(announce);
-      const withSearch = { ...announce, features: ['tools', 'web_search'] };
-      expect(v1.fromDevice.messages.announce.safeParse(withSearch).success).toBe(false);
-      expect(current.fromDevice.messages.announce.safeParse(withSearch).success).toBe(true);
-    });
-
-    it('the announce ack is written without the models accepted and refused', () => {
-      expect(v1.fromDevice.answers.announce(accepted)).toEqual({ ok: true, device_id: 'd-1', pool: 'network' });
-      const refused: AnnounceAck = { ok: false, error: 'invalid announce payload' };
-      expect(v1.fromDevice.answers.announce(refused)).toEqual(refused);
-    });
-
-    it('an assignment is written without the fields version 1 does not know', () => {
-      const written = v1.toDevice.messages['task:assign']({
-        ...assignment,
-        params: { ...assignment.params, web_search_options: { search_context_size: 'low' } },
+    it('an announce without identities is read as one that says nothing of its models', () => {
+      expect(v2.fromDevice.messages.announce.parse(announce)).toEqual({ ...announce, identities: [] });
+      // From a device of the current version the same announce lacks a field it must have.
+      expect(current.fromDevice.messages.announce.safeParse(announce).success).toBe(false);
+      expect(current.fromDevice.messages.announce.parse({ ...announce, identities: [] })).toEqual({
+        ...announce,
+        identities: [],
       });
+    });
+
+    it('the announce ack writes the digest refusals, which version 2 does not know, as not_allowed', () => {
+      const refusing: AnnounceAck = {
+        ...accepted,
+        models: [],
+        refused: [
+          { model: 'a', reason: 'digest_mismatch' },
+          { model: 'b', reason: 'digest_unknown' },
+          { model: 'c', reason: 'not_network' },
+        ],
+      };
+      const written = v2.fromDevice.answers.announce(refusing);
       expect(written).toEqual({
-        ...assignment,
-        params: { messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, stop: ['\n'] },
+        ...refusing,
+        refused: [
+          { model: 'a', reason: 'not_allowed' },
+          { model: 'b', reason: 'not_allowed' },
+          { model: 'c', reason: 'not_network' },
+        ],
       });
+      const refused: AnnounceAck = { ok: false, error: 'invalid announce payload' };
+      expect(v2.fromDevice.answers.announce(refused)).toEqual(refused);
     });
 
-    it('reads task events, cancels and assignment answers as the current version does', () => {
+    it('reads task events and writes assignments, cancels and their answers as the current version does', () => {
       const delta = { task_address: address, seq: 0, choices: [{ index: 0, content: 'hi' }] };
-      expect(v1.fromDevice.messages['task:delta'].parse(delta)).toEqual(delta);
-      expect(v1.toDevice.messages['task:cancel']({ task_address: address })).toEqual({ task_address: address });
-      expect(v1.toDevice.answers['task:assign'].safeParse({ accepted: 'yes' }).success).toBe(false);
-      expect(v1.toDevice.answers['task:assign'].parse({ accepted: false, reason: 'busy' })).toEqual({
-        accepted: false,
-        reason: 'busy',
-      });
+      expect(v2.fromDevice.messages['task:delta'].parse(delta)).toEqual(delta);
+      const error = { task_address: address, seq: 3, code: 'runtime_crashed', message: 'runtime said no' };
+      expect(v2.fromDevice.messages['task:error'].safeParse(error).success).toBe(false);
+      expect(v2.toDevice.messages['task:assign'](assignment)).toBe(assignment);
+      expect(v2.toDevice.messages['task:cancel']({ task_address: address })).toEqual({ task_address: address });
+      expect(v2.toDevice.answers['task:assign'].safeParse({ accepted: 'yes' }).success).toBe(false);
     });
   });
 });

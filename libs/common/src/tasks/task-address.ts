@@ -33,6 +33,7 @@ export type TaskFields = Pick<
   | 'promptTokens'
   | 'completionTokens'
   | 'outputSha256'
+  | 'modelDigest'
   | 'queuedAt'
   | 'assignedAt'
   | 'firstTokenAt'
@@ -62,6 +63,7 @@ export function taskView(task: TaskFields) {
         }
       : null,
     output_sha256: task.outputSha256,
+    model_digest: task.modelDigest,
     queued_at: iso(task.queuedAt),
     assigned_at: iso(task.assignedAt),
     first_token_at: iso(task.firstTokenAt),

@@ -11,6 +11,7 @@ import { parseSnapshot } from './task-state';
 import { LIVE_STATUSES, sqlStatusList } from './task-statuses';
 import type { LiveStatus } from './task-statuses';
 import { claimPairs, creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
+import type { Claimant } from './task-transition-args';
 import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 
 /**
@@ -165,7 +166,7 @@ export class TaskRepository {
    * A device of a dispatcher takes a queued task: the next attempt. The `assigned` event (sequence 0
    * of the attempt) is written to the task's stream only if the claim is accepted.
    */
-  claim(taskId: string, by: { deviceId: string; dispatcherId: string; token: string }): Promise<TransitionResult> {
+  claim(taskId: string, by: Claimant): Promise<TransitionResult> {
     return this.run(taskId, 'claim', '', claimPairs(by), [], this.options.endedTtlMs, by.dispatcherId);
   }
 

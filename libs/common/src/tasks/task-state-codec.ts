@@ -35,6 +35,7 @@ export const taskStateCodec = new HashCodec({
   deviceId: f.optionalText('dev', 'the device of the current assignment'),
   dispatcherId: f.optionalText('disp', 'the dispatcher of the current assignment'),
   token: f.optionalText('tok', "the current assignment's BullMQ lock token"),
+  modelDigest: f.optionalText('dig', 'the model digest its device announced (empty: none)'),
   finishReason: f.optionalText('fr', 'the finish reason of choice 0'),
   errorCode: f.optionalText('err', 'the error code it ended with'),
   promptTokens: f.optionalInteger('pt', 'prompt tokens'),

@@ -52,6 +52,8 @@ export interface TaskSnapshot extends Omit<NewTask, 'deadline'> {
   dispatcherId: string | null;
   /** The BullMQ lock token of the current assignment. */
   token: string | null;
+  /** The model digest the device of its last assignment announced; null when it announced none. */
+  modelDigest: string | null;
   finishReason: string | null;
   errorCode: string | null;
   promptTokens: number | null;

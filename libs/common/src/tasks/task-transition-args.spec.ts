@@ -43,6 +43,7 @@ describe('task transition arguments', () => {
       deviceId: null,
       dispatcherId: null,
       token: null,
+      modelDigest: null,
       finishReason: null,
       errorCode: null,
       promptTokens: null,

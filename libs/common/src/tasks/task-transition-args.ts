@@ -43,9 +43,25 @@ export function endingPairs(ending: Ending): string[] {
   });
 }
 
-/** The fields a claim sets: the assignment's device, dispatcher and lock token. */
-export function claimPairs(by: { deviceId: string; dispatcherId: string; token: string }): string[] {
-  return taskStateCodec.pairs({ deviceId: by.deviceId, dispatcherId: by.dispatcherId, token: by.token });
+/** Who claims a task: the device, the model digest it announced (null: none), its dispatcher, the lock token. */
+export interface Claimant {
+  deviceId: string;
+  modelDigest: string | null;
+  dispatcherId: string;
+  token: string;
+}
+
+/**
+ * The fields a claim sets: the assignment's device, digest, dispatcher and lock token. The digest is
+ * always written (empty for none), so that an earlier attempt's never stays beside another device.
+ */
+export function claimPairs(by: Claimant): string[] {
+  return taskStateCodec.pairs({
+    deviceId: by.deviceId,
+    modelDigest: by.modelDigest,
+    dispatcherId: by.dispatcherId,
+    token: by.token,
+  });
 }
 
 /** An ending's guard as the script reads it: '' (any), 'queued', or 'attempt:<n>'. */

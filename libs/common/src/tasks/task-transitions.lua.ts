@@ -127,7 +127,7 @@ if op == 'requeue' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
   local other = letGo()
   if other then return other end
-  redis.call('HDEL', t, '${F.deviceId}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
+  redis.call('HDEL', t, '${F.deviceId}', '${F.modelDigest}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
   redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3)
   record()
   return {1, att, dev or '', addr or '', '', ''}

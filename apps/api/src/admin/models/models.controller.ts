@@ -48,7 +48,8 @@ export class AdminModelsController {
   /** Changes a catalog model; fields left out keep their value. */
   @Patch('models/:model')
   @ApiRoute({
-    summary: 'Change a catalog model: its max_tokens bound, owned_by, whether network devices serve it',
+    summary:
+      'Change a catalog model: its max_tokens bound, owned_by, whether network devices serve it, the digests they may serve it with',
     tag: 'Admin',
     params: { model: PARAM.model },
     body: { schema: updateModelBody, required: true },
@@ -61,6 +62,7 @@ export class AdminModelsController {
       maxOutputTokens: input.max_output_tokens,
       ownedBy: input.owned_by,
       network: input.network,
+      allowedDigests: input.allowed_digests,
     });
   }
 

@@ -27,6 +27,13 @@ export const updateModelBody = z.strictObject({
     .describe('Upper bound for max_tokens, 1 to 1,000,000, or null to remove it'),
   owned_by: z.string().optional().describe('owned_by as /v1/models shows it'),
   network: networkModel.optional(),
+  allowed_digests: z
+    .array(z.string())
+    .optional()
+    .describe(
+      'The digests devices may serve it with (`sha256:<64 hex digits>`, at most 32), as their runtime reports them; ' +
+        'a device announcing another is refused the model (digest_mismatch), one announcing none too (digest_unknown). [] removes the pin',
+    ),
 });
 
 const iso = z.iso.datetime({ offset: true });
@@ -35,6 +42,7 @@ const modelFields = {
   max_output_tokens: z.number().int().nullable(),
   owned_by: z.string(),
   network: z.boolean().describe('Served by network devices too; false: only by the direct devices of its orgs'),
+  allowed_digests: z.array(z.string()).describe('The digests devices may serve it with; empty: no pin'),
   created_at: iso,
 };
 

@@ -1,4 +1,5 @@
 import type { Feature } from '@app/common/protocol/chat';
+import type { ModelIdentity } from '@app/common/protocol/messages';
 import type { Backend, BackendResult, BackendTask, DeltaSink } from '../backend';
 import type { UpstreamMonitor } from './upstream-monitor';
 
@@ -16,6 +17,10 @@ export abstract class UpstreamBackend implements Backend {
 
   models(): string[] {
     return this.monitor.models();
+  }
+
+  identities(): ModelIdentity[] {
+    return this.monitor.identities();
   }
 
   available(): boolean {

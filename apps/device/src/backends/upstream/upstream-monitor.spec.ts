@@ -2,7 +2,7 @@ import { createLogger } from '@app/common/logging/logger';
 import type { Feature } from '@app/common/protocol/chat';
 import { BackendError, cancelledError } from '../backend';
 import type { ModelMapping, ProbeResult } from './upstream-monitor';
-import { UpstreamMonitor } from './upstream-monitor';
+import { UNKNOWN_IDENTITY, UpstreamMonitor } from './upstream-monitor';
 
 const logger = createLogger('monitor-test', 'silent');
 const monitors: UpstreamMonitor[] = [];
@@ -18,7 +18,7 @@ async function until(predicate: () => boolean, what: string): Promise<void> {
 /** A monitor over a scripted runtime: `state.answer` is what the next probe gets. */
 function harness(mapping: ModelMapping[] = [], featureOverride?: Feature[], intervalMs = 100) {
   const state: { answer: ProbeResult | Error; probes: number; changes: number } = {
-    answer: { models: ['a'], features: ['tools'], runtime: 'fake' },
+    answer: { models: ['a'], features: ['tools'], runtime: 'fake', identities: new Map() },
     probes: 0,
     changes: 0,
   };
@@ -54,18 +54,48 @@ void describe('UpstreamMonitor', () => {
     expect(h.monitor.models()).toEqual(['a']);
     expect(h.monitor.features()).toEqual(['tools']);
     expect(h.monitor.upstreamName('a')).toBe('a');
-    h.state.answer = { models: ['b', 'a'], features: ['tools'], runtime: 'fake' };
+    h.state.answer = { models: ['b', 'a'], features: ['tools'], runtime: 'fake', identities: new Map() };
     await until(() => h.monitor.models().length === 2, 'an added model');
     expect(h.monitor.models()).toEqual(['a', 'b']);
-    h.state.answer = { models: ['b'], features: ['tools'], runtime: 'fake' };
+    h.state.answer = { models: ['b'], features: ['tools'], runtime: 'fake', identities: new Map() };
     await until(() => h.monitor.models().length === 1, 'a removed model');
     expect(() => h.monitor.upstreamName('a')).toThrow(expect.objectContaining({ code: 'model_not_found' }));
     expect(h.state.changes).toBeGreaterThanOrEqual(2);
   });
 
+  void it('says what the runtime says of each model served, under its public id, and tells the agent of a change', async () => {
+    const digest = (c: string) => `sha256:${c.repeat(64)}`;
+    const identity = (d: string) => ({ ...UNKNOWN_IDENTITY, digest: d, family: 'llama' });
+    const h = harness();
+    h.state.answer = {
+      models: ['a', 'b'],
+      features: ['tools'],
+      runtime: 'fake',
+      identities: new Map([['a', identity(digest('1'))]]),
+    };
+    await h.start();
+    // b: the runtime said nothing of it, so the announce says nothing either.
+    expect(h.monitor.identities()).toEqual([{ model: 'a', ...identity(digest('1')) }]);
+    const changes = h.state.changes;
+    h.state.answer = { ...h.state.answer, identities: new Map([['a', identity(digest('2'))]]) };
+    await until(() => h.monitor.identities()[0]?.digest === digest('2'), 'a new digest');
+    expect(h.state.changes).toBe(changes + 1);
+
+    // Under a mapping, the runtime's entry for the upstream name or an alias of it (Ollama's `:latest`).
+    const mapped = harness([{ public: 'org/m', upstream: 'm' }]);
+    mapped.state.answer = {
+      models: ['m:latest'],
+      features: ['tools'],
+      runtime: 'fake',
+      identities: new Map([['m:latest', identity(digest('3'))]]),
+    };
+    await mapped.start();
+    expect(mapped.monitor.identities()).toEqual([{ model: 'org/m', ...identity(digest('3')) }]);
+  });
+
   void it('keeps explicit mappings whatever the runtime lists, and honours --features', async () => {
     const h = harness([{ public: 'org/Model-GGUF:Q4', upstream: 'model:3b' }], ['n']);
-    h.state.answer = { models: [], features: ['tools'], runtime: 'fake' };
+    h.state.answer = { models: [], features: ['tools'], runtime: 'fake', identities: new Map() };
     await h.start();
     expect(h.monitor.models()).toEqual(['org/Model-GGUF:Q4']);
     expect(h.monitor.upstreamName('org/Model-GGUF:Q4')).toBe('model:3b');
@@ -79,7 +109,7 @@ void describe('UpstreamMonitor', () => {
     await h.start();
     expect(h.monitor.available()).toBe(false);
     expect(h.monitor.features()).toEqual(['stream_usage']);
-    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
+    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake', identities: new Map() };
     await until(() => h.monitor.available(), 'recovery');
     const changes = h.state.changes;
 
@@ -89,7 +119,7 @@ void describe('UpstreamMonitor', () => {
     expect(h.monitor.available()).toBe(false);
     // the agent is told at once
     expect(h.state.changes).toBe(changes + 1);
-    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake' };
+    h.state.answer = { models: ['a'], features: ['tools'], runtime: 'fake', identities: new Map() };
     await until(() => h.monitor.available(), 'second recovery');
     expect(h.state.changes).toBeGreaterThan(changes);
   });

@@ -1,6 +1,7 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { Feature } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
+import type { ModelIdentity } from '@app/common/protocol/messages';
 import { BackendError } from '../backend';
 
 /** The announce schema accepts at most this many models per device. */
@@ -12,10 +13,25 @@ export interface ModelMapping {
   upstream: string;
 }
 
+/** What the runtime says one of its models is (the announce's identity, without the public id). */
+export type RuntimeIdentity = Omit<ModelIdentity, 'model'>;
+
+/** An identity that says nothing: what a runtime that describes no model gives. */
+export const UNKNOWN_IDENTITY: RuntimeIdentity = {
+  digest: null,
+  family: null,
+  parameter_size: null,
+  quantization: null,
+  root: null,
+  context_length: null,
+};
+
 /** What one probe of the runtime learned. */
 export interface ProbeResult {
   /** The runtime's model names, as its list endpoint gives them. */
   models: string[];
+  /** What the runtime says of its models, by the runtime's name; a model it says nothing of is absent. */
+  identities: ReadonlyMap<string, RuntimeIdentity>;
   /** The features this runtime (this version, this server) supports. */
   features: Feature[];
   /** For the logs: what answered, e.g. `ollama 0.12.11` or `vllm`. */
@@ -52,14 +68,15 @@ export function orderFeatures(features: Iterable<Feature>): Feature[] {
 }
 
 /**
- * Watches a local runtime: reads its model list every discovery interval, marks it unavailable when
+ * Watches a local runtime: reads its model list (and what it says each model is) every discovery interval, marks it unavailable when
  * it cannot be reached (a probe or a task found the connection refused or timing out), then probes
- * it every health interval until it answers again. Reports every change of models, features or
- * availability to the agent, which announces it.
+ * it every health interval until it answers again. Reports every change of models, identities,
+ * features or availability to the agent, which announces it.
  */
 export class UpstreamMonitor {
   private reachable = false;
   private discovered: string[] = [];
+  private identified: ReadonlyMap<string, RuntimeIdentity> = new Map();
   private probed: Feature[] | null = null;
   private timer: NodeJS.Timeout | undefined;
   private onChange: () => void = () => undefined;
@@ -99,6 +116,27 @@ export class UpstreamMonitor {
       ...(this.options.featureOverride ?? this.probed ?? this.options.defaultFeatures),
       ...(this.options.extraFeatures ?? []),
     ]);
+  }
+
+  /**
+   * What the runtime last said of each model served, by public id: a model it said nothing of is left
+   * out (the dispatcher reads that as no digest). Under an explicit mapping, the runtime's entry for the
+   * upstream name or one of its aliases.
+   */
+  identities(): ModelIdentity[] {
+    const served =
+      this.options.mapping.length > 0
+        ? this.options.mapping
+        : this.discovered.map((name) => ({ public: name, upstream: name }));
+    const identities: ModelIdentity[] = [];
+    for (const { public: model, upstream } of served) {
+      const name = (this.options.aliases?.(upstream) ?? [upstream]).find((n) => this.identified.has(n));
+      const identity = name === undefined ? undefined : this.identified.get(name);
+      if (identity) {
+        identities.push({ model, ...identity });
+      }
+    }
+    return identities;
   }
 
   /** The runtime's name for a public id; throws `model_not_found` for a model this device does not serve. */
@@ -205,6 +243,7 @@ export class UpstreamMonitor {
       } else {
         this.warnMissing(models);
       }
+      this.identified = result.identities;
       this.probed = orderFeatures(result.features);
     }
     if (this.snapshot() !== before) {
@@ -252,6 +291,6 @@ export class UpstreamMonitor {
   }
 
   private snapshot(): string {
-    return JSON.stringify([this.reachable, this.models(), this.features()]);
+    return JSON.stringify([this.reachable, this.models(), this.features(), this.identities()]);
   }
 }

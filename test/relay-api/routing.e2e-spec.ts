@@ -1,4 +1,4 @@
-import { createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
+import { ADMIN_TOKEN, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import {
@@ -153,8 +153,10 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     expect(view.mode).toBe('direct');
     expect(view.api).toBe('openai');
     expect(view.stream).toBe(false);
+    // The org's own (direct) device: its id, and the reference that stands for it in this org's records.
     expect(view.device_id).toBe(directDeviceId);
     expect(view.device_id).toBe(row.deviceId);
+    expect(view.device_ref).toMatch(/^dev_[0-9a-f]{32}$/);
     expect(view.finish_reason).toBe('stop');
     expect(view.error_code).toBeNull();
     // The record says who counted the tokens: the device's own report, here.
@@ -205,8 +207,32 @@ describe('chat completions: routing, isolation, task records, shared queues', ()
     expectStatus(streamed, 200);
     expect(streamed.body.stream).toBe(true);
     expect(streamed.body.mode).toBe('network');
-    expect(streamed.body.device_id).toBe(networkDeviceId);
+    // A network device: no id, an opaque reference, stable for this org and another for the next one.
+    expect(streamed.body.device_id).toBeNull();
+    expect(streamed.body.device_ref).toMatch(/^dev_[0-9a-f]{32}$/);
+    expect(streamed.body.device_ref).not.toContain(networkDeviceId.replace(/-/g, ''));
     expect(streamed.body.output_sha256).toMatch(SHA256_HEX);
+    const again = await relay.chat(orgB.key, { model, messages: MESSAGES, mode: 'network' });
+    expectStatus(again, 200);
+    await completedTask(again.body.task_address);
+    const sameOrg = await http('GET', `${relay.api.url}/v1/tasks/${again.body.task_address}`, {
+      headers: bearer(orgB.key),
+    });
+    expect(sameOrg.body.device_ref).toBe(streamed.body.device_ref);
+    const forA = await relay.chat(orgA.key, { model, messages: MESSAGES, mode: 'network' });
+    expectStatus(forA, 200);
+    await completedTask(forA.body.task_address);
+    const otherOrg = await http('GET', `${relay.api.url}/v1/tasks/${forA.body.task_address}`, {
+      headers: bearer(orgA.key),
+    });
+    expect([otherOrg.body.mode, otherOrg.body.device_id]).toEqual(['network', null]);
+    expect(otherOrg.body.device_ref).toMatch(/^dev_[0-9a-f]{32}$/);
+    expect(otherOrg.body.device_ref).not.toBe(streamed.body.device_ref);
+    // An operator sees the device itself.
+    const operator = await http('GET', `${relay.api.url}/admin/tasks/${first.task_address}`, {
+      headers: bearer(ADMIN_TOKEN),
+    });
+    expect([operator.body.device_id, operator.body.device_ref]).toEqual([networkDeviceId, streamed.body.device_ref]);
   });
 
   test('two devices sharing one model queue both serve concurrent requests', async () => {

@@ -15,6 +15,7 @@ export * from './redis/announcements';
 export * from './redis/layout';
 export * from './redis/hash-codec';
 export * from './tasks/task-address';
+export * from './tasks/device-ref';
 export * from './tasks/task-state';
 export * from './tasks/task-state-codec';
 export * from './tasks/task-statuses';

@@ -31,7 +31,7 @@ export class TasksController {
     const parsed = parseTaskAddress(address);
     const live = parsed ? await this.tasks.get(parsed.id) : null;
     if (live && live.orgId === caller.orgId && live.address === address) {
-      const view = withUsageSource(taskView(live), live.usageSource);
+      const view = withUsageSource(taskView(live, 'organization'), live.usageSource);
       const standing = live.status === 'queued' ? await this.queue.standing(live.line, live.id) : null;
       return standing ? { ...view, queue_position: standing.position, eta_ms: standing.etaMs } : view;
     }
@@ -39,6 +39,6 @@ export class TasksController {
     if (!row) {
       throw new AppError('task_not_found', `No task '${address}' exists for your organization.`, 'task_address');
     }
-    return withUsageSource(taskView(row), row.usageSource);
+    return withUsageSource(taskView(row, 'organization'), row.usageSource);
   }
 }

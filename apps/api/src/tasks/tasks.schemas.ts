@@ -19,7 +19,15 @@ export const taskFields = {
   mode: z.enum(['direct', 'network']),
   api: z.enum(['openai', 'ollama']),
   stream: z.boolean(),
-  device_id: uuid.nullable(),
+  device_id: uuid
+    .nullable()
+    .describe('The device that has or had the task: for an organization, only one of its own (direct); else null'),
+  device_ref: z
+    .string()
+    .nullable()
+    .describe(
+      'An opaque reference to that device: the same for every task of this organization it serves, another for another organization',
+    ),
   attempts: z.number().int(),
   finish_reason: z.string().nullable(),
   error_code: z.string().nullable(),

@@ -28,7 +28,7 @@ export class AdminTasksService {
       throw new AppError('task_not_found', `task '${address}' does not exist`, 'task_address');
     }
     return {
-      ...withUsageSource(taskView(task), task.usageSource),
+      ...withUsageSource(taskView(task, 'operator'), task.usageSource),
       org: task.org_name,
       api_key_id: task.apiKeyId,
     };

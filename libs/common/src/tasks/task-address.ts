@@ -1,4 +1,5 @@
 import type { Task } from '../prisma/generated/client';
+import { deviceRef } from './device-ref';
 
 export type TaskModeName = 'direct' | 'network';
 
@@ -21,6 +22,7 @@ const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 export type TaskFields = Pick<
   Task,
   | 'address'
+  | 'orgId'
   | 'status'
   | 'modelId'
   | 'mode'
@@ -40,8 +42,13 @@ export type TaskFields = Pick<
   | 'finishedAt'
 >;
 
-/** The public JSON of a task record, as `GET /v1/tasks/{task_address}` returns it. */
-export function taskView(task: TaskFields) {
+/**
+ * The public JSON of a task record, as `GET /v1/tasks/{task_address}` returns it to its organization
+ * (`organization`) and `GET /admin/tasks/{task_address}` to an operator (`operator`). An organization
+ * sees the id of a device of its own (a direct task); of a network device, only the opaque
+ * `device_ref`, so that organizations cannot match the devices they share.
+ */
+export function taskView(task: TaskFields, audience: 'organization' | 'operator') {
   const hasUsage = task.promptTokens !== null || task.completionTokens !== null;
   return {
     object: 'task' as const,
@@ -51,7 +58,8 @@ export function taskView(task: TaskFields) {
     mode: task.mode,
     api: task.api,
     stream: task.stream,
-    device_id: task.deviceId,
+    device_id: audience === 'operator' || task.mode === 'direct' ? task.deviceId : null,
+    device_ref: task.deviceId ? deviceRef(task.orgId, task.deviceId) : null,
     attempts: task.attempts,
     finish_reason: task.finishReason,
     error_code: task.errorCode,

@@ -205,10 +205,12 @@ describe('admin: live devices and queues', () => {
       (r) => r.stdout.split('\n').some((l) => l.startsWith(id) && / true /.test(l)),
     );
     expect(list.stdout.split('\n')[0]).toMatch(
-      /^ID\s+NAME\s+ORG\s+POOL\s+TOKEN_PREFIX\s+STATUS\s+ONLINE\s+AVAILABLE\s+MODELS\s+TASK\s+LAST_HEARTBEAT_AT$/,
+      /^ID\s+NAME\s+ORG\s+POOL\s+TOKEN_PREFIX\s+STATUS\s+TRUST\s+ONLINE\s+AVAILABLE\s+MODELS\s+TASK\s+LAST_HEARTBEAT_AT$/,
     );
     const line = list.stdout.split('\n').find((l) => l.startsWith(id))!;
-    expect(line).toMatch(new RegExp(`-\\s+network\\s+syd_\\S+\\s+active\\s+true\\s+true\\s+${model}\\s+-\\s+\\d{4}-`));
+    expect(line).toMatch(
+      new RegExp(`-\\s+network\\s+syd_\\S+\\s+active\\s+trusted\\s+true\\s+true\\s+${model}\\s+-\\s+\\d{4}-`),
+    );
 
     const shown = await cli(['--json', 'device', 'show', id]);
     expect({ code: shown.code, stderr: shown.stderr }).toEqual(expect.objectContaining({ code: 0 }));

@@ -29,6 +29,7 @@ describe('dashboard in a browser', () => {
   let dispatcher: Dispatcher;
   let device: Proc;
   let deviceName: string;
+  let deviceId: string;
   let tenant: Tenant;
   let browser: Browser;
   let page: Page;
@@ -48,6 +49,7 @@ describe('dashboard in a browser', () => {
     api = await startApi();
     dispatcher = await startDispatcher();
     const registered = await createDevice();
+    deviceId = registered.id;
     deviceName = (
       await http('GET', `${api.url}/admin/devices/${registered.id}`, {
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
@@ -167,6 +169,22 @@ describe('dashboard in a browser', () => {
     await open('Admin');
     await page.getByTestId('keys-table').waitFor();
     await shot('admin');
+  });
+
+  test('a quarantined device shows as such, with the reason on hover', async () => {
+    await open('Fleet');
+    const row = page.locator('[data-testid="fleet-table"] tr', { hasText: deviceName });
+    await row.filter({ hasText: 'trusted' }).waitFor();
+    const quarantined = await http('PATCH', `${api.url}/admin/devices/${deviceId}`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: { trust: 'quarantined', reason: 'failed a check' },
+    });
+    expectStatus(quarantined, 200);
+    await open('Queues');
+    await open('Fleet');
+    const badge = row.getByText('quarantined', { exact: true });
+    await badge.waitFor();
+    expect(await badge.getAttribute('title')).toBe('failed a check');
   });
 
   test('revoking the device, with confirmation, takes it offline', async () => {

@@ -14,6 +14,7 @@ function deviceTable(result: unknown) {
     pool: d.pool,
     token_prefix: d.token_prefix,
     status: d.status,
+    trust: d.trust.state,
     online: d.online,
     available: d.available,
     models: d.models,
@@ -23,7 +24,7 @@ function deviceTable(result: unknown) {
 }
 
 /**
- * `device create|models|list|show|revoke`: devices that serve models. The list and show commands read
+ * `device create|models|trust|list|show|revoke`: devices that serve models. The list and show commands read
  * the live state too (the fleet service: Postgres and Redis).
  */
 export function addDeviceCommands(program: Command, run: Run): void {
@@ -50,6 +51,17 @@ export function addDeviceCommands(program: Command, run: Run): void {
       }
       return admin((a) => a.devices.setModels(id, opts.set ?? null));
     });
+  device
+    .command('trust <device-id>')
+    .description(
+      'quarantine a network device (it is given no network tasks: its models are taken from it, also while connected), ' +
+        'or trust it again',
+    )
+    .argument('<state>', 'trusted or quarantined')
+    .option('--reason <text>', 'why, for the record and the log (up to 200 characters)')
+    .action((id: string, state: string, opts: { reason?: string }) =>
+      admin(async (a) => (await a.devices.setTrust(id, state, opts.reason)).device),
+    );
   device
     .command('list')
     .description('list devices with their live state (online, models served, current task)')

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { AppError } from '@app/common/errors/app-error';
 import { onOff, positiveInt } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
@@ -33,9 +34,9 @@ export function addModelCommands(program: Command, run: Run): void {
     .argument('<model-id>', 'catalog model')
     .option('--allow <digest...>', 'a digest devices may serve it with: sha256:<64 hex digits>')
     .option('--clear', 'remove the pin: any device may serve it again')
-    .action((id: string, opts: { allow?: string[]; clear?: boolean }, command: Command) => {
+    .action((id: string, opts: { allow?: string[]; clear?: boolean }) => {
       if (Boolean(opts.clear) === (opts.allow !== undefined)) {
-        command.error('error: give either --allow <digest...> or --clear');
+        throw new AppError('invalid_request', 'give either --allow <digest...> or --clear');
       }
       return admin((a) => a.models.update(id, { allowedDigests: opts.clear ? [] : opts.allow }));
     });

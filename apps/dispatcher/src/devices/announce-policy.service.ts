@@ -19,7 +19,8 @@ export interface AnnounceDecision {
  * Which of the models a device announces it may serve. A device is untrusted: it may serve only
  * catalog models; a network device only those the catalog marks for the network (a model not marked
  * is its organizations' own: its prompts never reach a stranger's device); a direct device only those
- * enabled for its organization; a device an admin restricted only those on its list; and a model whose
+ * enabled for its organization; a device an admin restricted only those on its list; a network device
+ * an operator quarantined none (a direct device is never held back by trust); and a model whose
  * digests an admin pinned only with one of them, as the device's runtime reports it (the runtime's word:
  * it keeps an honest operator from serving the wrong weights by mistake, it proves nothing of a lying
  * one, docs/operations.md). Announces that arrive together are decided in one query (while
@@ -62,11 +63,13 @@ export class AnnouncePolicy {
       enabled: boolean;
       allowed: boolean;
       digests: string[] | null;
+      quarantined: boolean;
     }>(
       `SELECT a.n,
          m.id IS NOT NULL AS known,
          COALESCE(m.network, false) AS network,
          m.allowed_digests AS digests,
+         COALESCE(d.trust = 'quarantined', false) AS quarantined,
          (a.org_id IS NULL OR EXISTS (SELECT 1 FROM org_models om WHERE om.org_id = a.org_id AND om.model_id = a.model))
            AS enabled,
          (NOT COALESCE(d.models_restricted, true)
@@ -95,12 +98,22 @@ export class AnnouncePolicy {
   }
 
   private refusal(
-    row: { known: boolean; network: boolean; enabled: boolean; allowed: boolean; digests: string[] | null },
+    row: {
+      known: boolean;
+      network: boolean;
+      enabled: boolean;
+      allowed: boolean;
+      digests: string[] | null;
+      quarantined: boolean;
+    },
     networkDevice: boolean,
     digest: string | null,
   ): RefusalReason | null {
     if (!row.known) {
       return 'unknown_model';
+    }
+    if (networkDevice && row.quarantined) {
+      return 'quarantined';
     }
     if (networkDevice && !row.network) {
       return 'not_network';

@@ -11,6 +11,12 @@ const deviceNameSchema = z.string().trim().min(1).max(64);
  * an operator says "any model the device may otherwise serve", so an empty list is refused as the
  * likely mistake it is. 1,000 is DEVICE_MAX_MODELS's own upper bound: a longer list cannot matter.
  */
+/** The trust states an operator may set (docs/operations.md, "Trust"). */
+export const DEVICE_TRUST = ['trusted', 'quarantined'] as const;
+export type DeviceTrust = (typeof DEVICE_TRUST)[number];
+const trustSchema = z.enum(DEVICE_TRUST, { message: `must be one of ${DEVICE_TRUST.join(', ')}` });
+const trustReasonSchema = z.string().trim().min(1).max(200);
+
 const allowedModelsSchema = z.array(modelIdSchema).min(1, 'must list at least one model (null allows any)').max(1000);
 
 interface DeviceRow {
@@ -22,6 +28,9 @@ interface DeviceRow {
   revoked_at: Date | null;
   last_seen_at: Date | null;
   models_restricted: boolean;
+  trust: DeviceTrust;
+  trust_reason: string | null;
+  trust_changed_at: Date | null;
 }
 
 type ListedRow = DeviceRow & { org_name: string | null; allowed: string[] | null };
@@ -40,9 +49,24 @@ export interface DeviceRecord {
   status: 'active' | 'revoked';
   /** The models an admin restricted it to; null: any model it may otherwise serve. */
   allowed_models: string[] | null;
+  /** Whether network tasks may go to it; a direct device's is always `trusted`. */
+  trust: { state: DeviceTrust; reason: string | null; changed_at: string | null };
   created_at: string | null;
   last_seen_at: string | null;
   revoked_at: string | null;
+}
+
+/** A change of a device's trust, checked by checkTrust. */
+export interface CheckedTrust {
+  id: string;
+  state: DeviceTrust;
+  reason: string | null;
+}
+
+/** A change of trust made: the device as it is now, and the state it had. */
+export interface TrustChange {
+  device: DeviceRecord;
+  from: DeviceTrust;
 }
 
 const recordOf = (d: ListedRow): DeviceRecord => ({
@@ -53,6 +77,7 @@ const recordOf = (d: ListedRow): DeviceRecord => ({
   token_prefix: d.token_prefix,
   status: d.revoked_at ? 'revoked' : 'active',
   allowed_models: d.models_restricted ? (d.allowed ?? []) : null,
+  trust: { state: d.trust, reason: d.trust_reason, changed_at: iso(d.trust_changed_at) },
   created_at: iso(d.created_at),
   last_seen_at: iso(d.last_seen_at),
   revoked_at: iso(d.revoked_at),
@@ -107,6 +132,40 @@ export class AdminDevicesService {
       }
     });
     return this.show(id);
+  }
+
+  /**
+   * Sets a network device's trust: `quarantined` takes every model from it (the dispatchers refuse it
+   * them, reason `quarantined`, also while it is connected, within a few seconds), `trusted` gives them
+   * back. A direct device is its organization's own and never held back by trust: 400.
+   */
+  async setTrust(id: string, trust: string, reason?: string): Promise<TrustChange> {
+    return this.applyTrust(await this.checkTrust(id, trust, reason));
+  }
+
+  /** A change of trust checked (the device exists and is a network device), not yet made. */
+  async checkTrust(id: string, trust: string, reason?: string): Promise<CheckedTrust> {
+    const state = check(trustSchema, trust, 'trust');
+    const why = reason === undefined ? null : check(trustReasonSchema, reason, 'reason');
+    const device = await this.show(id);
+    if (device.pool === 'direct') {
+      throw new AppError(
+        'invalid_request',
+        'trust is for network devices: a direct device is its organization’s own and is never held back by it',
+        'trust',
+      );
+    }
+    return { id: device.id, state, reason: why };
+  }
+
+  async applyTrust(change: CheckedTrust): Promise<TrustChange> {
+    const [before] = await this.sql.query<{ trust: DeviceTrust }>(
+      `UPDATE devices d SET trust = $2::device_trust, trust_reason = $3, trust_changed_at = now()
+       FROM (SELECT id, trust FROM devices WHERE id = $1::uuid FOR UPDATE) old
+       WHERE d.id = old.id RETURNING old.trust`,
+      [change.id, change.state, change.reason],
+    );
+    return { device: await this.show(change.id), from: before.trust };
   }
 
   async list(): Promise<DeviceRecord[]> {

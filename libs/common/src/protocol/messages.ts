@@ -60,7 +60,8 @@ export const ANNOUNCE_LIMITS = { burst: 10, perSecond: 2 } as const;
 /**
  * Why the dispatcher refuses to let a device serve a model. `digest_mismatch`: an admin pinned the
  * digests the model may be served with, and the device's runtime announced another; `digest_unknown`:
- * the model is pinned and the device announced no digest for it.
+ * the model is pinned and the device announced no digest for it; `quarantined`: the device is a
+ * network device an operator quarantined (it serves nothing).
  */
 export const REFUSAL_REASONS = [
   'unknown_model',
@@ -69,6 +70,7 @@ export const REFUSAL_REASONS = [
   'not_network',
   'digest_mismatch',
   'digest_unknown',
+  'quarantined',
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 

@@ -8,8 +8,8 @@ import { announceSchema } from './messages';
  * (3) by the dispatcher. Events, names and the rest of the messages are the same. What differs:
  * - `announce`: without `identities`; read as an announce that says nothing of its models, so a model
  *   whose digests an admin pinned is refused to such a device (`digest_unknown`).
- * - the announce ack: version 2's refusal reasons; the digest refusals, which it does not know (its ack
- *   validation would reject the whole answer), are written as `not_allowed`.
+ * - the announce ack: version 2's refusal reasons; the digest refusals and `quarantined`, which it does
+ *   not know (its ack validation would reject the whole answer), are written as `not_allowed`.
  */
 export const PROTOCOL_2_VERSION = 2;
 

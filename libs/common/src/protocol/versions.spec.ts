@@ -74,7 +74,7 @@ describe('protocol versions', () => {
       });
     });
 
-    it('the announce ack writes the digest refusals, which version 2 does not know, as not_allowed', () => {
+    it('the announce ack writes the refusals version 2 does not know (digests, quarantine) as not_allowed', () => {
       const refusing: AnnounceAck = {
         ...accepted,
         models: [],
@@ -82,6 +82,7 @@ describe('protocol versions', () => {
           { model: 'a', reason: 'digest_mismatch' },
           { model: 'b', reason: 'digest_unknown' },
           { model: 'c', reason: 'not_network' },
+          { model: 'd', reason: 'quarantined' },
         ],
       };
       const written = v2.fromDevice.answers.announce(refusing);
@@ -91,6 +92,7 @@ describe('protocol versions', () => {
           { model: 'a', reason: 'not_allowed' },
           { model: 'b', reason: 'not_allowed' },
           { model: 'c', reason: 'not_network' },
+          { model: 'd', reason: 'not_allowed' },
         ],
       });
       const refused: AnnounceAck = { ok: false, error: 'invalid announce payload' };

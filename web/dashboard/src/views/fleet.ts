@@ -7,7 +7,7 @@ import type { View, ViewContext } from '../view';
 /** The filters chosen; kept while the page is open, across refreshes and views. */
 const filter = { model: '', org: '' };
 
-/** Every device, online or not, with its live state; filtered by model and organization; revoke. */
+/** Every device, online or not, with its live state and trust; filtered by model and organization; revoke. */
 async function render({ fill, refresh }: ViewContext): Promise<void> {
   const devices = (await api<DeviceList>('GET', '/admin/devices')).data;
   const models = [...new Set(devices.flatMap((d) => d.models))].sort();
@@ -31,6 +31,11 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
     d.pool,
     text(d.org),
     d.status === 'revoked' ? h('span', { class: 'error' }, 'revoked') : 'active',
+    d.trust.state === 'quarantined'
+      ? h('span', { class: 'error', title: d.trust.reason ?? '' }, 'quarantined')
+      : d.pool === 'network'
+        ? 'trusted'
+        : '–',
     h('span', { class: d.online ? 'online' : 'offline' }, d.online ? 'online' : 'offline'),
     d.online ? (d.available ? 'yes' : 'no (runtime down)') : '–',
     text(d.models),
@@ -55,7 +60,20 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
     h('p', { 'data-testid': 'fleet-summary' }, `${online} online, ${devices.length - online} offline`),
     h('div', { class: 'filters' }, 'Filter:', select('model', models), select('org', orgs)),
     table(
-      ['Device', 'Pool', 'Org', 'Status', 'Online', 'Available', 'Models', 'Features', 'Task', 'Connected for', ''],
+      [
+        'Device',
+        'Pool',
+        'Org',
+        'Status',
+        'Trust',
+        'Online',
+        'Available',
+        'Models',
+        'Features',
+        'Task',
+        'Connected for',
+        '',
+      ],
       rows,
       'fleet-table',
     ),

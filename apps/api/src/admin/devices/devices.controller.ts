@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, Inject, Param, Patch, Post } from '@nestjs/common';
-import { AdminDevicesService, AdminFleetService, PrismaService, REDIS, sqlOf } from '@app/common';
-import type { RedisClient } from '@app/common';
+import { AdminDevicesService, AdminFleetService, AppError, LOGGER, PrismaService, REDIS, sqlOf } from '@app/common';
+import type { Logger, RedisClient } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
@@ -23,7 +23,11 @@ export class AdminDevicesController {
   private readonly devices: AdminDevicesService;
   private readonly fleet: AdminFleetService;
 
-  constructor(prisma: PrismaService, @Inject(REDIS) redis: RedisClient) {
+  constructor(
+    prisma: PrismaService,
+    @Inject(REDIS) redis: RedisClient,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
     this.devices = new AdminDevicesService(sqlOf(prisma.pool));
     this.fleet = new AdminFleetService(sqlOf(prisma.pool), redis);
   }
@@ -64,10 +68,14 @@ export class AdminDevicesController {
     return this.devices.create(input.name, input.org, input.models);
   }
 
-  /** Restricts a device to listed models, or (`"models": null`) lets it serve any it may otherwise. */
+  /**
+   * Restricts a device to listed models, or (`"models": null`) lets it serve any it may otherwise;
+   * quarantines a network device, or trusts it again. Either or both.
+   */
   @Patch('devices/:id')
   @ApiRoute({
-    summary: 'Restrict a device to listed models, or lift the restriction',
+    summary:
+      'Restrict a device to listed models, or lift the restriction; quarantine a network device, or trust it again',
     tag: 'Admin',
     params: { id: DEVICE_ID },
     body: { schema: updateDeviceBody, required: true },
@@ -75,7 +83,25 @@ export class AdminDevicesController {
     errors: [400, 404],
   })
   async updateDevice(@Param('id') id: string, @Body() body: unknown) {
-    await this.devices.setModels(id, parseInput(updateDeviceBody, body ?? {}).models);
+    const input = parseInput(updateDeviceBody, body ?? {});
+    if (input.reason !== undefined && input.trust === undefined) {
+      throw new AppError('invalid_request', 'a reason goes with a change of trust', 'reason');
+    }
+    if (input.models === undefined && input.trust === undefined) {
+      throw new AppError('invalid_request', 'give models, trust or both', 'models');
+    }
+    // Both checked before either is made: a bad half changes nothing.
+    const trust = input.trust === undefined ? null : await this.devices.checkTrust(id, input.trust, input.reason);
+    if (input.models !== undefined) {
+      await this.devices.setModels(id, input.models);
+    }
+    if (trust) {
+      const { device, from } = await this.devices.applyTrust(trust);
+      this.logger.warn(
+        { deviceId: id, from, to: device.trust.state, reason: device.trust.reason },
+        'device trust changed by an admin',
+      );
+    }
     return this.fleet.showDevice(id);
   }
 

@@ -17,7 +17,12 @@ export const createDeviceBody = z.strictObject({
   models: allowedModelsInput.optional(),
 });
 export const updateDeviceBody = z.strictObject({
-  models: allowedModelsInput,
+  models: allowedModelsInput.optional(),
+  trust: z
+    .string()
+    .optional()
+    .describe('A network device: `quarantined` (it is given no network tasks) or `trusted` (it is again)'),
+  reason: z.string().optional().describe('Why the trust changed (up to 200 characters), kept with it and logged'),
 });
 
 const iso = z.iso.datetime({ offset: true });
@@ -52,6 +57,13 @@ export const device = named(
     token_prefix: z.string(),
     status: z.enum(['active', 'revoked']),
     allowed_models: allowedModels,
+    trust: z
+      .strictObject({
+        state: z.enum(['trusted', 'quarantined']),
+        reason: z.string().nullable(),
+        changed_at: iso.nullable(),
+      })
+      .describe('Whether network tasks may go to it (a direct device is always trusted), why, and since when'),
     created_at: iso,
     last_seen_at: iso.nullable().describe('When it last connected to a dispatcher'),
     revoked_at: iso.nullable(),

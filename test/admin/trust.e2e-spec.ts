@@ -1,0 +1,169 @@
+import { createRedis, KeySpace } from '@app/common';
+import {
+  ADMIN_TOKEN,
+  REDIS_URL,
+  cli,
+  closeDb,
+  createDevice,
+  createTenant,
+  db,
+  http,
+  sleep,
+  startApi,
+  startDispatcher,
+  uniq,
+  waitOnline,
+} from '../support/stack';
+import type { Api, Dispatcher, Tenant } from '../support/stack';
+import { FakeDevice } from '../support/fake-device';
+import { assertOpenAIError } from '../foundation/helpers';
+import { expectStatus } from '../support/expect-status';
+
+/**
+ * A network device's trust (issue 35): an operator quarantines it, and it is given no network task,
+ * also while it stays connected; trusted again, it serves again. Direct devices are never held back by
+ * trust. Through the admin HTTP API and the CLI, as the device and a client then see it.
+ */
+describe('admin: quarantining a network device, and trusting it again', () => {
+  let api: Api;
+  let dispatcher: Dispatcher;
+  let tenant: Tenant;
+  const model = uniq('trust');
+  const devices: FakeDevice[] = [];
+
+  const admin = (method: string, path: string, body?: unknown) =>
+    http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
+  const chat = () =>
+    http('POST', `${api.url}/v1/chat/completions`, {
+      headers: { authorization: `Bearer ${tenant.key}` },
+      body: { model, messages: [{ role: 'user', content: 'hi' }] },
+    });
+  const online = async (deviceId: string) => {
+    const redis = createRedis(REDIS_URL);
+    try {
+      const members = await redis.zrangebyscore(KeySpace.of(redis).presence('network', model), Date.now(), '+inf');
+      return members.some((m) => m.startsWith(`${deviceId}|`));
+    } finally {
+      redis.disconnect();
+    }
+  };
+  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) {
+        throw new Error(`${what} did not happen within ${timeoutMs} ms`);
+      }
+      await sleep(100);
+    }
+  }
+  const announce = (device: FakeDevice) =>
+    device.socket.timeout(5_000).emitWithAck('announce', {
+      agent_version: 'fake-1',
+      backend: 'sim',
+      models: [model],
+      features: [],
+      available: true,
+      running_task: null,
+      identities: [],
+    });
+
+  beforeAll(async () => {
+    tenant = await createTenant([model]);
+    [api, dispatcher] = await Promise.all([startApi(), startDispatcher()]);
+  });
+
+  afterAll(async () => {
+    devices.forEach((d) => d.close());
+    await Promise.all([api?.stop(), dispatcher?.stop()]);
+    await closeDb();
+  });
+
+  test('a quarantined device loses its models while connected, is refused them, and serves again once trusted', async () => {
+    const { id, token } = await createDevice();
+    const device = await FakeDevice.connect(dispatcher.url, token, [model]);
+    devices.push(device);
+    await waitOnline([model], token);
+    const listed = await admin('GET', `/admin/devices/${id}`);
+    expect(listed.body.trust).toEqual({ state: 'trusted', reason: null, changed_at: null });
+
+    const quarantined = await admin('PATCH', `/admin/devices/${id}`, {
+      trust: 'quarantined',
+      reason: 'answers with another model',
+    });
+    expectStatus(quarantined, 200);
+    expect(quarantined.body.trust).toEqual({
+      state: 'quarantined',
+      reason: 'answers with another model',
+      changed_at: expect.any(String),
+    });
+    await until('the device losing its model', async () => !(await online(id)));
+    expect(await announce(device)).toEqual({
+      ok: true,
+      device_id: id,
+      pool: 'network',
+      models: [],
+      refused: [{ model, reason: 'quarantined' }],
+    });
+    // Its only device quarantined, the model has no device for the client.
+    assertOpenAIError(await chat(), 503, 'no_device_available');
+    const row = await db().device.findUniqueOrThrow({ where: { id } });
+    expect([row.trust, row.trustReason]).toEqual(['quarantined', 'answers with another model']);
+    expect(api.proc.stdout).toContain('device trust changed by an admin');
+
+    const trusted = await admin('PATCH', `/admin/devices/${id}`, { trust: 'trusted' });
+    expectStatus(trusted, 200);
+    expect(trusted.body.trust).toMatchObject({ state: 'trusted', reason: null });
+    await waitOnline([model], token);
+    const pending = chat();
+    const task = await device.nextAssignment();
+    device.answer(task.task_address, ['fine']);
+    expectStatus(await pending, 200);
+  });
+
+  test('bad or misplaced changes are 400 (404 for what does not exist) and change nothing', async () => {
+    const { id } = await createDevice();
+    const path = `/admin/devices/${id}`;
+    for (const [body, param] of [
+      [{ trust: 'maybe' }, 'trust'],
+      [{ trust: true }, 'trust'],
+      [{ reason: 'why' }, 'reason'],
+      [{ trust: 'quarantined', reason: '' }, 'reason'],
+      [{ trust: 'quarantined', reason: 'x'.repeat(201) }, 'reason'],
+      [{}, 'models'],
+    ] as const) {
+      assertOpenAIError(await admin('PATCH', path, body), 400, 'invalid_request', param);
+    }
+    // A valid trust with models that do not exist: nothing of either is made.
+    assertOpenAIError(
+      await admin('PATCH', path, { trust: 'quarantined', models: [uniq('not-in-catalog')] }),
+      404,
+      'model_not_found',
+    );
+    assertOpenAIError(await admin('PATCH', '/admin/devices/not-a-uuid', { trust: 'trusted' }), 404, 'device_not_found');
+    expect((await db().device.findUniqueOrThrow({ where: { id } })).trust).toBe('trusted');
+
+    // A direct device is its organization's own: trust does not apply to it.
+    const direct = await createDevice(tenant.org.name);
+    assertOpenAIError(
+      await admin('PATCH', `/admin/devices/${direct.id}`, { trust: 'quarantined' }),
+      400,
+      'invalid_request',
+      'trust',
+    );
+    expect((await db().device.findUniqueOrThrow({ where: { id: direct.id } })).trust).toBe('trusted');
+  });
+
+  test('the CLI quarantines and trusts as the API does, and device list shows the trust', async () => {
+    const { id } = await createDevice();
+    const set = await cli(['--json', 'device', 'trust', id, 'quarantined', '--reason', 'canned answers']);
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout).trust).toMatchObject({ state: 'quarantined', reason: 'canned answers' });
+    const table = await cli(['device', 'list']);
+    expect(table.stdout.split('\n')[0]).toMatch(/\bTRUST\b/);
+    expect(table.stdout.split('\n').find((l) => l.startsWith(id))).toMatch(/ quarantined /);
+    const bad = await cli(['device', 'trust', id, 'maybe']);
+    expect([bad.code, bad.stderr]).toEqual([1, expect.stringContaining('trust must be one of trusted, quarantined')]);
+    const back = await cli(['--json', 'device', 'trust', id, 'trusted']);
+    expect(JSON.parse(back.stdout).trust.state).toBe('trusted');
+  });
+});

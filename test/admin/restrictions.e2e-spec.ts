@@ -1,14 +1,10 @@
-import { createRedis, KeySpace } from '@app/common';
 import {
-  ADMIN_TOKEN,
-  REDIS_URL,
   cli,
   closeDb,
   createTenant,
   db,
   ensureCatalog,
   http,
-  sleep,
   startApi,
   startDispatcher,
   uniq,
@@ -16,6 +12,7 @@ import {
 } from '../support/stack';
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
+import { adminClient, eventually, presenceOf } from './helpers';
 import { assertOpenAIError } from '../foundation/helpers';
 import { expectStatus } from '../support/expect-status';
 
@@ -32,29 +29,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
   const modelB = uniq('restrict-b');
   const devices: FakeDevice[] = [];
 
-  const admin = (method: string, path: string, body?: unknown) =>
-    http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
-
-  /** Polls until `check` holds: the dispatchers and the api pick up admin changes within a second or two. */
-  async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > deadline) {
-        throw new Error(`${what} did not happen within ${timeoutMs} ms`);
-      }
-      await sleep(100);
-    }
-  }
-
-  const presenceOf = async (model: string, deviceId: string) => {
-    const redis = createRedis(REDIS_URL);
-    try {
-      const members = await redis.zrangebyscore(KeySpace.of(redis).presence('network', model), Date.now(), '+inf');
-      return members.some((m) => m.startsWith(`${deviceId}|`));
-    } finally {
-      redis.disconnect();
-    }
-  };
+  const admin = (method: string, path: string, body?: unknown) => adminClient(api)(method, path, body);
 
   beforeAll(async () => {
     await ensureCatalog([modelA, modelB]);

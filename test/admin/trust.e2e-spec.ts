@@ -1,14 +1,10 @@
-import { createRedis, KeySpace } from '@app/common';
 import {
-  ADMIN_TOKEN,
-  REDIS_URL,
   cli,
   closeDb,
   createDevice,
   createTenant,
   db,
   http,
-  sleep,
   startApi,
   startDispatcher,
   uniq,
@@ -16,6 +12,7 @@ import {
 } from '../support/stack';
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
+import { adminClient, eventually, presenceOf } from './helpers';
 import { assertOpenAIError } from '../foundation/helpers';
 import { expectStatus } from '../support/expect-status';
 
@@ -31,31 +28,12 @@ describe('admin: quarantining a network device, and trusting it again', () => {
   const model = uniq('trust');
   const devices: FakeDevice[] = [];
 
-  const admin = (method: string, path: string, body?: unknown) =>
-    http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
+  const admin = (method: string, path: string, body?: unknown) => adminClient(api)(method, path, body);
   const chat = () =>
     http('POST', `${api.url}/v1/chat/completions`, {
       headers: { authorization: `Bearer ${tenant.key}` },
       body: { model, messages: [{ role: 'user', content: 'hi' }] },
     });
-  const online = async (deviceId: string) => {
-    const redis = createRedis(REDIS_URL);
-    try {
-      const members = await redis.zrangebyscore(KeySpace.of(redis).presence('network', model), Date.now(), '+inf');
-      return members.some((m) => m.startsWith(`${deviceId}|`));
-    } finally {
-      redis.disconnect();
-    }
-  };
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > deadline) {
-        throw new Error(`${what} did not happen within ${timeoutMs} ms`);
-      }
-      await sleep(100);
-    }
-  }
   const announce = (device: FakeDevice) =>
     device.socket.timeout(5_000).emitWithAck('announce', {
       agent_version: 'fake-1',
@@ -96,7 +74,7 @@ describe('admin: quarantining a network device, and trusting it again', () => {
       reason: 'answers with another model',
       changed_at: expect.any(String),
     });
-    await until('the device losing its model', async () => !(await online(id)));
+    await eventually('the device losing its model', async () => !(await presenceOf(model, id)));
     expect(await announce(device)).toEqual({
       ok: true,
       device_id: id,

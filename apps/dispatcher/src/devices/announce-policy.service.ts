@@ -10,6 +10,17 @@ export interface AnnounceAsk {
   identities: ReadonlyMap<string, ModelIdentity>;
 }
 
+/** What the policy's query finds of one (device, model) pair. */
+interface PolicyRow {
+  known: boolean;
+  network: boolean;
+  enabled: boolean;
+  allowed: boolean;
+  /** The model's pinned digests (empty: no pin). */
+  digests: string[] | null;
+  quarantined: boolean;
+}
+
 export interface AnnounceDecision {
   models: string[];
   refused: { model: string; reason: RefusalReason }[];
@@ -56,15 +67,7 @@ export class AnnouncePolicy {
     if (pairs.length === 0) {
       return decisions;
     }
-    const { rows } = await this.db.sql<{
-      n: string;
-      known: boolean;
-      network: boolean;
-      enabled: boolean;
-      allowed: boolean;
-      digests: string[] | null;
-      quarantined: boolean;
-    }>(
+    const { rows } = await this.db.sql<PolicyRow & { n: string }>(
       `SELECT a.n,
          m.id IS NOT NULL AS known,
          COALESCE(m.network, false) AS network,
@@ -97,18 +100,7 @@ export class AnnouncePolicy {
     return decisions;
   }
 
-  private refusal(
-    row: {
-      known: boolean;
-      network: boolean;
-      enabled: boolean;
-      allowed: boolean;
-      digests: string[] | null;
-      quarantined: boolean;
-    },
-    networkDevice: boolean,
-    digest: string | null,
-  ): RefusalReason | null {
+  private refusal(row: PolicyRow, networkDevice: boolean, digest: string | null): RefusalReason | null {
     if (!row.known) {
       return 'unknown_model';
     }

@@ -34,6 +34,7 @@ describe('model identity: digests announced, pinned and recorded', () => {
   const vllm = new FakeOpenAI(['meta-llama/Llama-3.2-3B-Instruct']);
   const agents: Proc[] = [];
   const tokens: Record<'a' | 'b' | 'vllm', string> = { a: '', b: '', vllm: '' };
+  const ids: Record<'a' | 'b' | 'vllm', string> = { a: '', b: '', vllm: '' };
 
   const admin = (method: string, path: string, body?: unknown) =>
     http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
@@ -57,7 +58,7 @@ describe('model identity: digests announced, pinned and recorded', () => {
     tenant = await createTenant([model]);
     expectStatus(await pin([`sha256:${HEX_A}`]), 200);
     for (const name of ['a', 'b', 'vllm'] as const) {
-      tokens[name] = (await createDevice()).token;
+      ({ id: ids[name], token: tokens[name] } = await createDevice());
     }
     agents.push(
       await startRuntimeDevice(dispatcher, tokens.a, {
@@ -96,6 +97,10 @@ describe('model identity: digests announced, pinned and recorded', () => {
     );
     expect(refusals(b)).toEqual([{ model, reason: 'digest_mismatch' }]);
     expect(refusals(openai)).toEqual([{ model, reason: 'digest_unknown' }]);
+    // An operator sees the digest each device announced for what it serves (what to pin).
+    const shown = await admin('GET', `/admin/devices/${ids.a}`);
+    expect([shown.body.models, shown.body.digests]).toEqual([[model], { [model]: `sha256:${HEX_A}` }]);
+    expect((await admin('GET', `/admin/devices/${ids.b}`)).body.digests).toEqual({});
   });
 
   it('serves the model only from the device with the pinned digest, and the task record keeps that digest', async () => {

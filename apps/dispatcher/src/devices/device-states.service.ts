@@ -70,6 +70,7 @@ export class DeviceStates implements OnModuleInit, OnModuleDestroy {
     this.write('could not record a device state', (pipeline) =>
       this.states.serves(pipeline, session.id, {
         models: session.models,
+        digests: session.models.map((m) => session.digestOf(m)),
         features: [...session.features],
         available: session.available,
       }),

@@ -11,6 +11,7 @@ describe('the device state codec', () => {
       available: 'avail',
       task: 'task',
       models: 'models',
+      digests: 'digests',
       features: 'features',
     });
   });
@@ -24,6 +25,7 @@ describe('the device state codec', () => {
       available: true,
       task: 'network:t-1',
       models: ['llama3.2:3b', 'm/2'],
+      digests: [`sha256:${'a'.repeat(64)}`, ''],
       features: ['json_schema', 'tools'],
     };
     const hash = deviceStateCodec.encode(state);
@@ -35,6 +37,7 @@ describe('the device state codec', () => {
       avail: '1',
       task: 'network:t-1',
       models: '["llama3.2:3b","m/2"]',
+      digests: `["sha256:${'a'.repeat(64)}",""]`,
       features: '["json_schema","tools"]',
     });
     expect(deviceStateCodec.decode(hash)).toEqual(state);
@@ -49,6 +52,7 @@ describe('the device state codec', () => {
       available: false,
       task: null,
       models: [],
+      digests: [],
       features: [],
     });
     // The transitions clear the task by writing it empty.

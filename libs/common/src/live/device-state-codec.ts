@@ -15,6 +15,8 @@ export interface DeviceState {
   task: string | null;
   /** The models it serves (announced and allowed). */
   models: string[];
+  /** The digest it announced for each of those models, in their order ('' for none). */
+  digests: string[];
   features: string[];
 }
 
@@ -32,6 +34,7 @@ export const deviceStateCodec = new HashCodec({
   available: f.flag('avail', 'its runtime can take tasks'),
   task: f.optionalText('task', 'the address of the task it serves (empty: none)'),
   models: f.list('models', 'the models it serves'),
+  digests: f.list('digests', 'the digest it announced for each of them, in their order (empty: none)'),
   features: f.list('features', 'the features it announced, sorted'),
 } satisfies { [K in keyof DeviceState]: HashField<DeviceState[K]> });
 

@@ -36,6 +36,8 @@ export interface DeviceLive {
   last_heartbeat_at: string | null;
   dispatcher: string | null;
   models: string[];
+  /** The digest it announced for each model it serves, by model (a model it announced none for is absent). */
+  digests: Record<string, string>;
   features: string[];
   available: boolean | null;
   /** The task address it is serving, or null. */
@@ -48,6 +50,7 @@ const OFFLINE: DeviceLive = {
   last_heartbeat_at: null,
   dispatcher: null,
   models: [],
+  digests: {},
   features: [],
   available: null,
   task: null,
@@ -100,11 +103,18 @@ export class DeviceStateRepository {
   serves(
     pipeline: ChainableCommander,
     deviceId: string,
-    serving: { models: readonly string[]; features: readonly string[]; available: boolean },
+    serving: {
+      models: readonly string[];
+      /** The digest announced for each model, in the same order; null for none. */
+      digests: readonly (string | null)[];
+      features: readonly string[];
+      available: boolean;
+    },
   ): void {
     const key = this.keys.deviceState(deviceId);
     const state = deviceStateCodec.encode({
       models: [...serving.models],
+      digests: serving.digests.map((d) => d ?? ''),
       features: [...serving.features].sort(),
       available: serving.available,
     });
@@ -155,6 +165,9 @@ export class DeviceStateRepository {
               last_heartbeat_at: state.heartbeatAt?.toISOString() ?? null,
               dispatcher: state.dispatcher,
               models: state.models,
+              digests: Object.fromEntries(
+                state.models.map((m, k) => [m, state.digests[k] ?? '']).filter(([, d]) => d !== ''),
+              ),
               features: state.features,
               available: state.available,
               task: state.task,

@@ -72,6 +72,9 @@ export const device = named(
     last_heartbeat_at: iso.nullable().describe('Its last sign of life, renewed every 5 s while connected'),
     dispatcher: z.string().nullable().describe('The dispatcher instance it is connected to'),
     models: z.array(z.string()).describe('The announced models it was accepted for (serves); empty when offline'),
+    digests: z
+      .record(z.string(), z.string())
+      .describe('The digest it announced for each model it serves, by model (its runtime’s word; none: left out)'),
     features: z.array(z.string()).describe('The features its backend supports, as announced'),
     available: z.boolean().nullable().describe('False while its runtime is unreachable; null when offline'),
     task: z.string().nullable().describe('The task address it is serving, or null'),

@@ -13,6 +13,7 @@ import {
 import type { Api, Dispatcher, Tenant } from '../support/stack';
 import { FakeDevice } from '../support/fake-device';
 import { adminClient, eventually, presenceOf } from './helpers';
+import { USAGE_DISAGREEMENTS, USAGE_WINDOW } from '../../apps/dispatcher/src/devices/usage-window';
 import { assertOpenAIError } from '../foundation/helpers';
 import { expectStatus } from '../support/expect-status';
 
@@ -96,6 +97,46 @@ describe('admin: quarantining a network device, and trusting it again', () => {
     const task = await device.nextAssignment();
     device.answer(task.task_address, ['fine']);
     expectStatus(await pending, 200);
+  });
+
+  test('a device whose usage reports keep claiming tokens nobody received is quarantined; an honest one is not', async () => {
+    // A model of its own: the devices of the other tests serve `model` and would take some of its tasks.
+    const audited = uniq('trust-audit');
+    const org = await createTenant([audited]);
+    const honest = await createDevice();
+    const inflating = await createDevice();
+    const fair = await FakeDevice.connect(dispatcher.url, honest.token, [audited]);
+    const liar = await FakeDevice.connect(dispatcher.url, inflating.token, [audited]);
+    devices.push(fair, liar);
+    await waitOnline([audited], honest.token);
+    await waitOnline([audited], inflating.token);
+    const served = { fair: 0, liar: 0 };
+    // Each device answers what it is given: the honest one with what it sent, the other with 400 tokens for 2 bytes.
+    for (let i = 0; i < 40 && served.liar < USAGE_DISAGREEMENTS; i++) {
+      const pending = http('POST', `${api.url}/v1/chat/completions`, {
+        headers: { authorization: `Bearer ${org.key}` },
+        body: { model: audited, messages: [{ role: 'user', content: `hi ${i}` }], max_tokens: 512 },
+      });
+      const [device, task] = await FakeDevice.firstAssigned([fair, liar]);
+      if (device === fair) {
+        fair.answer(task.task_address, ['ok', ' then']);
+      } else {
+        liar.delta(task.task_address, 0, 'ok');
+        liar.done(task.task_address, 1, { prompt_tokens: 3, completion_tokens: 400, total_tokens: 403 });
+      }
+      served[device === fair ? 'fair' : 'liar']++;
+      expectStatus(await pending, 200);
+    }
+    expect(served.liar).toBe(USAGE_DISAGREEMENTS);
+    await eventually('the inflating device losing its model', async () => !(await presenceOf(audited, inflating.id)));
+    const row = await db().device.findUniqueOrThrow({ where: { id: inflating.id } });
+    expect([row.trust, row.trustReason]).toEqual([
+      'quarantined',
+      `its usage reports claimed tokens beyond the output relayed in ${USAGE_DISAGREEMENTS} of its last ${USAGE_WINDOW} tasks`,
+    ]);
+    expect(dispatcher.proc.stdout).toContain('device quarantined');
+    expect((await db().device.findUniqueOrThrow({ where: { id: honest.id } })).trust).toBe('trusted');
+    expect(await presenceOf(audited, honest.id)).toBe(true);
   });
 
   test('bad or misplaced changes are 400 (404 for what does not exist) and change nothing', async () => {

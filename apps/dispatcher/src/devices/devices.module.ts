@@ -14,6 +14,7 @@ import { DeviceMetrics } from './device-metrics';
 import { HandshakeFailures } from './handshake-failures.service';
 import { PolicyRefresh } from './policy-refresh.service';
 import { PresenceService } from './presence.service';
+import { UsageAudit } from './usage-audit.service';
 
 /**
  * Devices: the socket.io gateway, who is connected and what each announced, presence. It reports to
@@ -36,7 +37,8 @@ import { PresenceService } from './presence.service';
     DeviceGateway,
     DeviceMetrics,
     DeviceHealth,
+    UsageAudit,
   ],
-  exports: [DeviceRegistry, DeviceGateway, DeviceStates],
+  exports: [DeviceRegistry, DeviceGateway, DeviceStates, UsageAudit],
 })
 export class DevicesModule {}

@@ -61,6 +61,14 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /** Checks one device's models again now (its trust changed here), as a slice would in turn. */
+  async recheck(session: DeviceSession): Promise<void> {
+    const [decision] = await this.policy.decideMany([
+      { session, models: session.announcedModels, identities: session.identities },
+    ]);
+    this.apply(session, decision.models);
+  }
+
   /** The next SLICE announced devices after the last slice; fewer at the end of the registry, then from its start. */
   private nextSlice(): DeviceSession[] {
     const slice: DeviceSession[] = [];

@@ -3,6 +3,7 @@ import { DISCONNECTED_MID_ANSWER, PROTOCOL_VERSION } from '@app/common';
 import type { AppConfig, Logger, TransitionResult } from '@app/common';
 import { DeviceSession } from '../devices/device-session';
 import type { DeviceSocket } from '../devices/device-session';
+import type { UsageAudit } from '../devices/usage-audit.service';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import type { ChatJob, JobSource } from '../queues/job-source.service';
 import { OutputTracker } from '../relay/output-tracker';
@@ -95,6 +96,9 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
   const writers = new MemoryWriters();
   const jobs = new MemoryJobs();
   const metrics = new DispatcherMetrics();
+  /** What the finalizer reported of each completed task's usage to the device's audit. */
+  const audited: unknown[][] = [];
+  const audit = { completed: (...args: unknown[]) => audited.push(args) } as unknown as UsageAudit;
   const redis = new MemoryPublisher();
   const logger = new MemoryLogger();
   const config = { MAX_ATTEMPTS: opts.maxAttempts ?? 3 } as AppConfig;
@@ -103,6 +107,7 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
     writers as unknown as TaskWriters,
     jobs as unknown as JobSource,
     metrics,
+    audit,
     redis as unknown as Redis,
     config,
     logger as unknown as Logger,
@@ -118,7 +123,7 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
 
   const counted = async (name: 'tasks' | 'assignments') =>
     (await metrics[name].get()).values.map((v) => ({ labels: v.labels, value: v.value }));
-  return { finalizer, a, book, freed, writers, jobs, writer, redis, logger, sent, tracker, metrics, counted };
+  return { finalizer, a, book, freed, writers, jobs, writer, redis, logger, sent, tracker, metrics, counted, audited };
 }
 
 const completed: Outcome = {
@@ -155,6 +160,8 @@ describe('Finalizer', () => {
     expect(t.sent).toEqual([]);
     expect(t.redis.published).toEqual([]);
     expect(t.writers.tracked).toHaveLength(1);
+    // The device's report, unclamped, goes to its usage audit with the bytes relayed and the choices.
+    expect(t.audited).toEqual([[t.a.session, 2, 2, 1]]);
   });
 
   it('completed with usage over what the request allows: records the clamped usage, counts and logs the clamp', async () => {

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, REDIS, Announcements } from '@app/common';
 import type { AppConfig, ErrorCode, FinishReason, Logger, TransitionResult, Usage, RedisClient } from '@app/common';
+import { UsageAudit } from '../devices/usage-audit.service';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
 import type { Closing } from '../relay/task-writer';
@@ -33,6 +34,7 @@ export class Finalizer {
     private readonly writers: TaskWriters,
     private readonly jobs: JobSource,
     private readonly metrics: DispatcherMetrics,
+    private readonly audit: UsageAudit,
     @Inject(REDIS) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
@@ -68,6 +70,12 @@ export class Finalizer {
   private closing(a: Assignment, outcome: Outcome | { kind: 'requeue'; reason: string }): Closing {
     switch (outcome.kind) {
       case 'completed': {
+        this.audit.completed(
+          a.session,
+          outcome.usage?.completion_tokens ?? null,
+          a.tracker.bytes,
+          outcome.finishReasons.length,
+        );
         const { usage, clamped } = a.tracker.bound(outcome.usage);
         if (clamped) {
           this.metrics.clampedUsage.inc();

@@ -38,6 +38,13 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  readonly quarantined = new Counter({
+    name: 'switchyard_device_quarantined_total',
+    help: 'Network devices this dispatcher quarantined, by cause (usage: its usage reports kept claiming tokens nobody received)',
+    labelNames: ['cause'],
+    registers: [this.registry],
+  });
+
   readonly assignLatency = new Histogram({
     name: 'switchyard_assign_seconds',
     help: 'From a job being announced (or a device freed) to its assignment being sent to a device',

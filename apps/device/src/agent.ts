@@ -10,6 +10,7 @@ import type {
 import { HANDSHAKE_ERRORS } from '@app/common/protocol/device-protocol';
 import type { AgentConfig } from './agent-config';
 import { isCancellation } from './backends/backend';
+import { announcedIdentities } from './link/announced-identities';
 import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
@@ -42,6 +43,8 @@ export class DeviceAgent {
   private readonly log: Logger;
   private current: RunningTask | null = null;
   private phase: Phase = 'running';
+  /** How many identities the last announce left out (its warning is logged when this changes). */
+  private droppedIdentities = 0;
   private exitCode = 0;
   private exitTimer: NodeJS.Timeout | undefined;
   private exited = false;
@@ -149,10 +152,25 @@ export class DeviceAgent {
       // Draining, or a runtime that does not answer: the dispatcher assigns nothing (it withdraws the presence).
       available: this.phase === 'running' && this.config.backend.available(),
       running_task: this.current?.address ?? null,
-      identities: this.config.backend.identities(),
+      identities: this.identities(),
     };
     // Without a connection the link settles at once: the next connect announces the state of that moment.
     this.link.announce(payload, timeoutMs, () => settled?.());
+  }
+
+  /** What the runtime says of its models, within the announce's budget; what it leaves out is logged once per count. */
+  private identities() {
+    const { identities, dropped } = announcedIdentities(this.config.backend.identities());
+    if (dropped !== this.droppedIdentities) {
+      this.droppedIdentities = dropped;
+      if (dropped > 0) {
+        this.log.warn(
+          { dropped, announced: identities.length },
+          'too many model identities for one announce: those left out are announced as saying nothing (no digest)',
+        );
+      }
+    }
+    return identities;
   }
 
   private onRefused(why: 'token' | 'protocol'): void {

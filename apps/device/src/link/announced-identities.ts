@@ -1,0 +1,33 @@
+import type { ModelIdentity } from '@app/common/protocol/messages';
+
+/**
+ * The most bytes of identities an announce carries: the dispatcher closes the connection of a device
+ * whose event is over DEVICE_MAX_EVENT_BYTES (256 KiB by default), and a runtime listing hundreds of
+ * models with long weight paths could take an announce past it. The models themselves take at most
+ * 200 KiB (1,000 ids of 200 characters); this keeps the rest of the default's room for identities
+ * that say less than it would cost to lose the connection.
+ */
+export const IDENTITIES_BUDGET_BYTES = 48 * 1024;
+
+/**
+ * The identities an announce carries: in order, while they fit the budget (as JSON), those with a
+ * digest first (what an admin's pin is checked against); `dropped` counts those left out, which the
+ * dispatcher then reads as saying nothing of their models.
+ */
+export function announcedIdentities(
+  identities: readonly ModelIdentity[],
+  budget = IDENTITIES_BUDGET_BYTES,
+): { identities: ModelIdentity[]; dropped: number } {
+  const ordered = [...identities.filter((i) => i.digest !== null), ...identities.filter((i) => i.digest === null)];
+  const kept: ModelIdentity[] = [];
+  let bytes = 2;
+  for (const identity of ordered) {
+    const size = Buffer.byteLength(JSON.stringify(identity)) + 1;
+    if (bytes + size > budget) {
+      continue;
+    }
+    bytes += size;
+    kept.push(identity);
+  }
+  return { identities: kept, dropped: identities.length - kept.length };
+}

@@ -115,8 +115,8 @@ export class OllamaBackend extends UpstreamBackend {
     const models: string[] = [];
     const identities = new Map<string, RuntimeIdentity>();
     for (const entry of tags.models as OllamaTag[]) {
-      const name = typeof entry?.name === 'string' ? entry.name : typeof entry?.model === 'string' ? entry.model : null;
-      if (name !== null && name.length > 0 && name.length <= 200) {
+      const name = typeof entry?.name === 'string' ? text(entry.name, 200) : text(entry?.model, 200);
+      if (name !== null) {
         models.push(name);
         identities.set(name, ollamaIdentity(entry));
       }

@@ -104,7 +104,7 @@ export class OpenAIBackend extends UpstreamBackend {
     // llama.cpp's server runs one model and describes it in /props, not in its model list.
     const props = owners.includes('llamacpp') ? await this.llamaCppProps(signal) : null;
     for (const entry of entries) {
-      const id = typeof entry?.id === 'string' && entry.id.length > 0 && entry.id.length <= 200 ? entry.id : null;
+      const id = text(entry?.id, 200);
       if (id !== null) {
         models.push(id);
         identities.set(id, props ?? openaiIdentity(entry));
@@ -124,9 +124,9 @@ export class OpenAIBackend extends UpstreamBackend {
    * their list entries describe them.
    */
   private async llamaCppProps(signal: AbortSignal): Promise<RuntimeIdentity | null> {
-    const url = new URL(this.base.href);
-    url.pathname = `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/props`;
-    url.search = '';
+    const root = new URL(this.base.href);
+    root.pathname = root.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+    const url = endpoint(root, '/props');
     try {
       const props = (await getJson(url, {
         apiKey: this.options.apiKey,

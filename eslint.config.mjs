@@ -53,6 +53,7 @@ const MODULE_SCOPES = [
     composition: ['main', 'app.module'],
     shared: ['infra'],
     modules: {
+      canaries: ['devices', 'dispatch', 'relay'],
       devices: [],
       dispatch: ['devices', 'queues', 'relay'],
       infra: [],

@@ -63,7 +63,15 @@ describe('admin: quarantining a network device, and trusting it again', () => {
     devices.push(device);
     await waitOnline([model], token);
     const listed = await admin('GET', `/admin/devices/${id}`);
-    expect(listed.body.trust).toEqual({ state: 'trusted', reason: null, changed_at: null });
+    // Registered on probation; its model has no canaries, so it was trusted when it announced.
+    expect(listed.body.trust).toEqual({
+      state: 'trusted',
+      reason: 'trusted on announce: no canaries for its models',
+      changed_at: expect.any(String),
+      canaries_passed: 0,
+      canaries_failed: 0,
+      last_canary_at: null,
+    });
 
     const quarantined = await admin('PATCH', `/admin/devices/${id}`, {
       trust: 'quarantined',
@@ -74,6 +82,9 @@ describe('admin: quarantining a network device, and trusting it again', () => {
       state: 'quarantined',
       reason: 'answers with another model',
       changed_at: expect.any(String),
+      canaries_passed: 0,
+      canaries_failed: 0,
+      last_canary_at: null,
     });
     await eventually('the device losing its model', async () => !(await presenceOf(model, id)));
     expect(await announce(device)).toEqual({
@@ -159,7 +170,8 @@ describe('admin: quarantining a network device, and trusting it again', () => {
       'model_not_found',
     );
     assertOpenAIError(await admin('PATCH', '/admin/devices/not-a-uuid', { trust: 'trusted' }), 404, 'device_not_found');
-    expect((await db().device.findUniqueOrThrow({ where: { id } })).trust).toBe('trusted');
+    // Registered, never announced: on probation still.
+    expect((await db().device.findUniqueOrThrow({ where: { id } })).trust).toBe('probation');
 
     // A direct device is its organization's own: trust does not apply to it.
     const direct = await createDevice(tenant.org.name);

@@ -163,6 +163,17 @@ describe('OpenAPI document', () => {
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: true });
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: 'yes' });
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${uniq('nope')}`, { network: false });
+    const canaries = `/admin/models/${encodeURIComponent(id)}/canaries`;
+    const canary = await asAdmin('POST', '/admin/models/{model}/canaries', canaries, {
+      messages: [{ role: 'user', content: 'Say yes.' }],
+      max_tokens: 4,
+      expect: { contains: 'yes' },
+    });
+    await asAdmin('POST', '/admin/models/{model}/canaries', canaries, { messages: [], max_tokens: 4, expect: {} });
+    await asAdmin('GET', '/admin/models/{model}/canaries', canaries);
+    await asAdmin('GET', '/admin/models/{model}/canaries', `/admin/models/${uniq('nope')}/canaries`);
+    await asAdmin('DELETE', '/admin/canaries/{id}', `/admin/canaries/${canary.body.id}`);
+    await asAdmin('DELETE', '/admin/canaries/{id}', `/admin/canaries/${canary.body.id}`);
     const path = `/admin/orgs/${name}/models/${id.replaceAll('/', '%2F')}`;
     await asAdmin('PUT', '/admin/orgs/{org}/models/{model}', path);
     await asAdmin('DELETE', '/admin/orgs/{org}/models/{model}', path);

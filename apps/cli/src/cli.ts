@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '@app/common/config/config';
 import { AppError } from '@app/common/errors/app-error';
+import { addCanaryCommands } from './commands/canaries';
 import { addDeviceCommands } from './commands/devices';
 import { addKeyCommands } from './commands/keys';
 import { addMigrateCommand } from './commands/migrate';
@@ -28,6 +29,7 @@ function buildProgram(io: CliIo, run: Run): Command {
   addOrgCommands(program, run);
   addKeyCommands(program, run);
   addModelCommands(program, run);
+  addCanaryCommands(program, run);
   addDeviceCommands(program, run);
   addTaskCommands(program, run);
   addQueuesCommand(program, run);

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
 import { ConfigModule, PgModule } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
+import { CanariesModule } from './canaries/canaries.module';
 import { DevicesModule } from './devices/devices.module';
 import { DispatchModule } from './dispatch/dispatch.module';
 import { dispatcherCore } from './infra/dispatcher-core';
@@ -12,7 +13,8 @@ import { TasksModule } from './tasks/tasks.module';
 
 /**
  * The dispatcher: one module per responsibility, dependencies one way (docs/architecture.md):
- * dispatch → devices, queues, relay; tasks → queues; all of them → infra and the core (libs/common).
+ * canaries → devices, dispatch; dispatch → devices, queues, relay; tasks → queues; all of them → infra
+ * and the core (libs/common).
  */
 @Module({})
 export class DispatcherModule {
@@ -29,6 +31,7 @@ export class DispatcherModule {
         RelayModule,
         DevicesModule,
         DispatchModule,
+        CanariesModule,
       ],
     };
   }

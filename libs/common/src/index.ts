@@ -58,3 +58,4 @@ export * from './core/health-report';
 export * from './limits/holds';
 export * from './limits/failure-limit';
 export * from './limits/known-credentials';
+export * from './trust/trust-store';

@@ -62,15 +62,6 @@ export class DeviceAnnounces {
     }
     session.announcedModels = [...new Set(payload.models)];
     session.identities = identities;
-    // The ack goes out before the dispatch module hears of the device (serve): a task it is given at
-    // once then reaches it after the ack.
-    reply({
-      ok: true,
-      device_id: session.id,
-      pool: session.socket.data.orgId ? 'direct' : 'network',
-      models: decision.models,
-      refused: decision.refused,
-    });
     this.logger.info(
       {
         deviceId: session.id,
@@ -83,7 +74,16 @@ export class DeviceAnnounces {
       },
       'device announced',
     );
-    await this.serving.serve(session, decision.models, payload.features, payload.available);
+    // Answered once the device is online for every api, before the dispatch module hears of it (serve).
+    await this.serving.serve(session, decision.models, payload.features, payload.available, decision.held, () =>
+      reply({
+        ok: true,
+        device_id: session.id,
+        pool: session.socket.data.orgId ? 'direct' : 'network',
+        models: decision.models,
+        refused: decision.refused,
+      }),
+    );
   }
 }
 

@@ -43,6 +43,11 @@ export class DeviceSession {
   features: ReadonlySet<Feature> = new Set();
   /** The device says its runtime can take tasks. */
   available = false;
+  /**
+   * On probation with a model that has canaries: given no task until it answers one (the canaries
+   * module sends it). Its announce was accepted all the same: nothing tells it that it waits.
+   */
+  held = false;
   /** It has announced itself at least once. */
   announced = false;
   /** Invalid, foreign or over-budget events in the current window, and when the window began. */
@@ -115,10 +120,11 @@ export class DeviceSession {
     return this.served.queues;
   }
 
-  serve(models: readonly string[], features: readonly Feature[], available: boolean): void {
+  serve(models: readonly string[], features: readonly Feature[], available: boolean, held = false): void {
     this.served = { models: [...models], queues: models.map((m) => queueName(m, this.pool)) };
     this.features = new Set(features);
     this.available = available;
+    this.held = held;
     this.announced = true;
   }
 
@@ -131,8 +137,13 @@ export class DeviceSession {
     return required.every((f) => this.features.has(f));
   }
 
+  /** Connected, announced, and its runtime up: it could run a task (a canary, while it is held). */
+  get running(): boolean {
+    return this.announced && this.available && this.socket.connected;
+  }
+
   /** Ready to be given tasks (whether it has one is the dispatch module's business). */
   get ready(): boolean {
-    return this.announced && this.available && this.socket.connected;
+    return this.running && !this.held;
   }
 }

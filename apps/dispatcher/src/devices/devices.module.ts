@@ -39,6 +39,6 @@ import { UsageAudit } from './usage-audit.service';
     DeviceHealth,
     UsageAudit,
   ],
-  exports: [DeviceRegistry, DeviceGateway, DeviceStates, UsageAudit],
+  exports: [DeviceRegistry, DeviceGateway, DeviceStates, UsageAudit, PolicyRefresh],
 })
 export class DevicesModule {}

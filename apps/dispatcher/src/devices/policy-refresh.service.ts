@@ -3,6 +3,7 @@ import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { LOGGER } from '@app/common';
 import type { Logger } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
+import type { AnnounceDecision } from './announce-policy.service';
 import { DeviceRegistry } from './device-registry.service';
 import type { DeviceSession } from './device-session';
 import { DeviceServing } from './device-serving.service';
@@ -14,7 +15,8 @@ const SLICE = 500;
 
 /**
  * What a device may serve changes without the device: an admin adds a model to the catalog, enables
- * or disables it for an org, restricts a device, pins a model's digests. Every connected device's announced models are
+ * or disables it for an org, restricts a device, pins a model's digests, quarantines or trusts a device,
+ * registers a model's first canary or removes its last. Every connected device's announced models are
  * checked again in turn (a slice per second, one query per slice), and a change is served as an
  * announce would be (DeviceServing).
  */
@@ -53,7 +55,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
       const decisions = await this.policy.decideMany(
         slice.map((session) => ({ session, models: session.announcedModels, identities: session.identities })),
       );
-      slice.forEach((session, i) => this.apply(session, decisions[i].models));
+      slice.forEach((session, i) => this.apply(session, decisions[i]));
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'could not check devices’ models again; retrying');
     } finally {
@@ -66,7 +68,7 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     const [decision] = await this.policy.decideMany([
       { session, models: session.announcedModels, identities: session.identities },
     ]);
-    this.apply(session, decision.models);
+    this.apply(session, decision);
   }
 
   /** The next SLICE announced devices after the last slice; fewer at the end of the registry, then from its start. */
@@ -87,12 +89,15 @@ export class PolicyRefresh implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private apply(session: DeviceSession, models: string[]): void {
-    const same = models.length === session.models.length && models.every((m) => session.models.includes(m));
+  private apply(session: DeviceSession, { models, held }: AnnounceDecision): void {
+    const same =
+      held === session.held &&
+      models.length === session.models.length &&
+      models.every((m) => session.models.includes(m));
     if (same || this.registry.get(session.id) !== session) {
       return;
     }
-    this.logger.info({ deviceId: session.id, models }, 'the models a device may serve changed');
-    void this.serving.serve(session, models, [...session.features], session.available);
+    this.logger.info({ deviceId: session.id, models, held }, 'the models a device may serve changed');
+    void this.serving.serve(session, models, [...session.features], session.available, held);
   }
 }

@@ -79,7 +79,11 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     return session.models.map((model) => ({ place: this.place(session.pool, model), member }));
   }
 
-  /** Writes (or rewrites, after a change of models, features or availability) a device's presence. */
+  /**
+   * Writes (or rewrites, after a change of models, features or availability) a device's presence.
+   * Resolves once what changed is written: at once when nothing did (the entries are renewed in the
+   * background), so that a re-announce of the same models is answered without a round trip.
+   */
   publish(session: DeviceSession): Promise<void> {
     const next = session.ready ? this.entries(session) : [];
     const previous = this.written.get(session.id) ?? [];
@@ -99,6 +103,12 @@ export class PresenceService implements OnModuleInit, OnModuleDestroy {
     });
     for (const place of new Set([...gone, ...added].map((e) => e.place))) {
       void this.batch.publish(place.channel, place.topic);
+    }
+    if (gone.length === 0 && added.length === 0) {
+      done.catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, deviceId: session.id }, 'presence renewal failed'),
+      );
+      return Promise.resolve();
     }
     return done;
   }

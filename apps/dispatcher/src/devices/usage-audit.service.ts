@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LOGGER, PgService } from '@app/common';
+import { LOGGER, PgService, TrustStore, sqlOf } from '@app/common';
 import type { Logger } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import type { DeviceSession } from './device-session';
@@ -17,13 +17,16 @@ import { USAGE_DISAGREEMENTS, USAGE_WINDOW, UsageWindow, usageDisagrees } from '
 @Injectable()
 export class UsageAudit {
   private readonly windows = new WeakMap<DeviceSession, UsageWindow>();
+  private readonly trust: TrustStore;
 
   constructor(
-    private readonly db: PgService,
+    db: PgService,
     private readonly refresh: PolicyRefresh,
     private readonly metrics: DispatcherMetrics,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
+  ) {
+    this.trust = new TrustStore(sqlOf(db.pool));
+  }
 
   /** A task of the device completed with this report (null: none) after `relayedBytes` of output in `choices` choices. */
   completed(
@@ -50,12 +53,7 @@ export class UsageAudit {
 
   private async quarantine(session: DeviceSession): Promise<void> {
     const reason = `its usage reports claimed tokens beyond the output relayed in ${USAGE_DISAGREEMENTS} of its last ${USAGE_WINDOW} tasks`;
-    const { rowCount } = await this.db.sql(
-      `UPDATE devices SET trust = 'quarantined', trust_reason = $2, trust_changed_at = now()
-       WHERE id = $1::uuid AND org_id IS NULL AND trust = 'trusted'`,
-      [session.id, reason],
-    );
-    if (!rowCount) {
+    if (!(await this.trust.quarantine(session.id, reason))) {
       return;
     }
     this.metrics.quarantined.inc({ cause: 'usage' });

@@ -15,6 +15,8 @@ import { Assignment } from './assignment';
 import { AssignmentBook } from './assignment-book';
 import { Finalizer } from './finalizer.service';
 import { IdleDevices } from './idle-devices';
+import { Loan } from './loan';
+import type { LoanListener } from './loan';
 import { Skips } from './skips';
 
 /** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
@@ -85,6 +87,39 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     if (session.queues.some((q) => this.backlog.has(q))) {
       void this.fetchFor(session, null, performance.now());
     }
+  }
+
+  /**
+   * Lends an idle device for a task of the dispatcher's own (a canary), when no organization's job
+   * waits for it: not here (no announcement or sweep marked one of its queues) nor in Redis. A held
+   * device (on probation) takes no jobs: it is lent whenever it is free. Null when it cannot be lent now.
+   */
+  async lend(
+    session: DeviceSession,
+    address: string,
+    tracker: OutputTracker,
+    listener: LoanListener,
+  ): Promise<Loan | null> {
+    if (!this.lendable(session)) {
+      return null;
+    }
+    if (session.ready) {
+      const waiting = new Set(await this.jobs.backlogged());
+      if (session.queues.some((q) => waiting.has(q)) || !this.lendable(session)) {
+        return null;
+      }
+    }
+    this.idle.remove(session);
+    const loan = new Loan(session, address, tracker, listener);
+    this.book.lend(loan);
+    return loan;
+  }
+
+  private lendable(session: DeviceSession): boolean {
+    if (this.draining || !session.running || this.book.busy(session) || this.fetching.has(session)) {
+      return false;
+    }
+    return !session.ready || (this.idle.has(session) && !session.queues.some((q) => this.backlog.has(q)));
   }
 
   /** A device that can take no work now (gone, unavailable). */

@@ -1,15 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import type { DeviceSession } from '../devices/device-session';
 import type { Assignment } from './assignment';
+import type { Loan } from './loan';
 
 /**
- * Which device of this dispatcher holds which task: the one map of it. A device holds at most one
- * task; when it lets go of one, whoever listens (the assigner) finds it the next.
+ * Which device of this dispatcher holds which task: the one map of it, an organization's task (an
+ * assignment) or the dispatcher's own (a loan, see Loan). A device holds at most one task; when it lets
+ * go of one, whoever listens (the assigner) finds it the next.
  */
 @Injectable()
 export class AssignmentBook {
   private readonly byDevice = new Map<DeviceSession, Assignment>();
   private readonly byTask = new Map<string, Assignment>();
+  private readonly loans = new Map<DeviceSession, Loan>();
   /** Each device's last assignment that ended: its late events (crossing a cancel) are not misdeeds. */
   private readonly ended = new WeakMap<DeviceSession, string>();
   private onFree: (session: DeviceSession) => void = () => undefined;
@@ -37,7 +40,30 @@ export class AssignmentBook {
   }
 
   busy(session: DeviceSession): boolean {
-    return this.byDevice.has(session);
+    return this.byDevice.has(session) || this.loans.has(session);
+  }
+
+  /** The device's loan, if it is lent. */
+  loanOf(session: DeviceSession): Loan | undefined {
+    return this.loans.get(session);
+  }
+
+  lend(loan: Loan): void {
+    this.loans.set(loan.session, loan);
+  }
+
+  /** The loan is over; the device is offered work again if it can take some. */
+  endLoan(loan: Loan): void {
+    loan.ended = true;
+    this.ended.set(loan.session, loan.address);
+    if (this.loans.get(loan.session) === loan) {
+      this.loans.delete(loan.session);
+    }
+    this.onFree(loan.session);
+  }
+
+  allLoans(): IterableIterator<Loan> {
+    return this.loans.values();
   }
 
   /** The device lets go of its task; it is offered work again if it can take some. */

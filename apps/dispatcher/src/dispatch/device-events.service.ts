@@ -9,6 +9,7 @@ import type { DeviceSession } from '../devices/device-session';
 import { TaskWriters } from '../relay/task-writers.service';
 import type { Assignment } from './assignment';
 import { AssignmentBook } from './assignment-book';
+import type { Loan, LoanLoss } from './loan';
 import { Assigner } from './assigner.service';
 import { Finalizer } from './finalizer.service';
 
@@ -17,7 +18,8 @@ const API_CHECK_MS = 2_000;
 
 /**
  * What devices do, turned into what becomes of their tasks: output relayed in order, endings,
- * drops. A device may send events only for the task it holds, in sequence; anything else is a strike
+ * drops; for a lent device (Loan), its events go to the borrower. A device may send events only for
+ * the task it holds, in sequence; anything else is a strike
  * against it (the gateway disconnects a device with too many). Also stops tasks whose api instance
  * died (their clients went with it), and drains at shutdown.
  */
@@ -64,10 +66,39 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
 
   onGone(session: DeviceSession): void {
     this.assigner.withdraw(session);
+    const loan = this.book.loanOf(session);
+    if (loan) {
+      this.endLoan(loan, 'device_disconnected');
+    }
     const assignment = this.book.of(session);
     if (assignment) {
       void this.finalizer.end(assignment, { kind: 'dropped', reason: 'device_disconnected' });
     }
+  }
+
+  /**
+   * The loan an event of a lent device is about, in sequence (null: out of sequence, struck);
+   * undefined when the event is not about a loan's task.
+   */
+  private lent(session: DeviceSession, address: string, seq: number): Loan | null | undefined {
+    const loan = this.book.loanOf(session);
+    if (!loan || loan.ended || loan.address !== address) {
+      return undefined;
+    }
+    if (!loan.tracker.takeSeq(seq)) {
+      this.gateway.strike(session, 'out_of_order');
+      return null;
+    }
+    return loan;
+  }
+
+  /** A loan ends without the device's own ending: the borrower hears why. */
+  private endLoan(loan: Loan, reason: LoanLoss): void {
+    if (loan.ended) {
+      return;
+    }
+    this.book.endLoan(loan);
+    loan.listener.lost(reason);
   }
 
   /** The assignment an event of the device is about, if it is the device's own and in sequence. */
@@ -88,6 +119,17 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
   }
 
   onDelta(session: DeviceSession, payload: DeltaPayload): void {
+    const loan = this.lent(session, payload.task_address, payload.seq);
+    if (loan !== undefined) {
+      if (loan && loan.tracker.output(payload.choices)) {
+        loan.listener.delta(payload);
+      } else if (loan) {
+        session.send('task:cancel', { task_address: loan.address });
+        this.endLoan(loan, 'output_exceeded');
+        this.gateway.strike(session, 'output_exceeded');
+      }
+      return;
+    }
     const assignment = this.own(session, payload.task_address, payload.seq);
     if (!assignment) {
       return;
@@ -116,6 +158,14 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
   }
 
   onDone(session: DeviceSession, payload: DonePayload): void {
+    const loan = this.lent(session, payload.task_address, payload.seq);
+    if (loan !== undefined) {
+      if (loan) {
+        this.book.endLoan(loan);
+        loan.listener.done(payload);
+      }
+      return;
+    }
     const assignment = this.own(session, payload.task_address, payload.seq);
     if (assignment) {
       void this.finalizer.end(assignment, {
@@ -127,6 +177,14 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
   }
 
   onError(session: DeviceSession, payload: TaskErrorPayload): void {
+    const loan = this.lent(session, payload.task_address, payload.seq);
+    if (loan !== undefined) {
+      if (loan) {
+        this.book.endLoan(loan);
+        loan.listener.error(payload);
+      }
+      return;
+    }
     const assignment = this.own(session, payload.task_address, payload.seq);
     if (assignment) {
       void this.finalizer.end(assignment, {
@@ -140,6 +198,12 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
 
   /** A malformed event about the device's own task: its output can no longer be trusted. */
   onInvalidEvent(session: DeviceSession, taskAddress: string, reason: string): void {
+    const loan = this.book.loanOf(session);
+    if (loan && loan.address === taskAddress) {
+      session.send('task:cancel', { task_address: loan.address });
+      this.endLoan(loan, 'invalid_event');
+      return;
+    }
     const assignment = this.book.of(session);
     if (assignment && assignment.address === taskAddress) {
       this.logger.warn(
@@ -178,6 +242,11 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
    */
   async drain(): Promise<void> {
     this.assigner.stop();
+    // The dispatcher's own tasks do not hold up its shutdown.
+    for (const loan of [...this.book.allLoans()]) {
+      loan.session.send('task:cancel', { task_address: loan.address });
+      this.endLoan(loan, 'dispatcher_shutdown');
+    }
     const deadline = Date.now() + this.config.SHUTDOWN_GRACE_MS;
     while (this.book.size > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));

@@ -40,8 +40,15 @@ export class DispatcherMetrics {
 
   readonly quarantined = new Counter({
     name: 'switchyard_device_quarantined_total',
-    help: 'Network devices this dispatcher quarantined, by cause (usage: its usage reports kept claiming tokens nobody received)',
+    help: 'Network devices this dispatcher quarantined, by cause (usage: its usage reports kept claiming tokens nobody received; canary: it answered a canary otherwise than registered)',
     labelNames: ['cause'],
+    registers: [this.registry],
+  });
+
+  readonly canaries = new Counter({
+    name: 'switchyard_canaries_total',
+    help: 'Canary prompts this dispatcher sent, by result: passed, failed (answered otherwise than registered), inconclusive (no answer: an error, a refusal, a disconnect, silence)',
+    labelNames: ['result'],
     registers: [this.registry],
   });
 

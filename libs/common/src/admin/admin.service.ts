@@ -1,3 +1,5 @@
+import { AdminCanariesService } from './canaries.service';
+import type { CanaryInput } from './canaries.service';
 import { AdminDevicesService } from './devices.service';
 import { AdminKeysService } from './keys.service';
 import type { CreateKeyInput, RotateKeyInput } from './keys.service';
@@ -17,7 +19,15 @@ export { AdminFleetService } from './fleet.service';
 export { AdminTrafficService } from './traffic.service';
 export type { FleetDevice, FleetQueue, FleetLine } from './fleet.service';
 export type { DeviceRecord } from './devices.service';
-export { AdminDevicesService, AdminKeysService, AdminModelsService, AdminOrgsService, AdminTasksService };
+export type { CanaryExpect, CanaryInput, CanaryMessage, CanaryRecord } from './canaries.service';
+export {
+  AdminCanariesService,
+  AdminDevicesService,
+  AdminKeysService,
+  AdminModelsService,
+  AdminOrgsService,
+  AdminTasksService,
+};
 
 /**
  * The operators' operations on one client, one service per resource. Inputs are checked in the
@@ -33,6 +43,7 @@ export class AdminService {
   readonly models: AdminModelsService;
   readonly devices: AdminDevicesService;
   readonly tasks: AdminTasksService;
+  readonly canaries: AdminCanariesService;
 
   /** On a pg pool (the api, the CLI) or a Prisma client (test and bench fixtures). */
   constructor(db: Parameters<typeof sqlOf>[0]) {
@@ -42,6 +53,7 @@ export class AdminService {
     this.models = new AdminModelsService(sql);
     this.devices = new AdminDevicesService(sql);
     this.tasks = new AdminTasksService(sql);
+    this.canaries = new AdminCanariesService(sql);
   }
 
   createOrg = (name: string) => this.orgs.create(name);
@@ -59,4 +71,5 @@ export class AdminService {
   listDevices = () => this.devices.list();
   revokeDevice = (id: string) => this.devices.revoke(id);
   showTask = (address: string) => this.tasks.show(address);
+  addCanary = (model: string, input: CanaryInput) => this.canaries.add(model, input);
 }

@@ -1,22 +1,24 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { newDeviceToken } from '../keys/keys';
+import { TrustStore } from '../trust/trust-store';
+import type { TrustState } from '../trust/trust-store';
 import { UUID, check, iso, modelIdSchema } from './admin-input';
 import { findOrgByName } from './orgs.service';
 import type { Sql } from './sql';
 
 const deviceNameSchema = z.string().trim().min(1).max(64);
+/** The trust states an operator may set (docs/operations.md, "Trust"); probation is the dispatchers' to end. */
+export const DEVICE_TRUST = ['trusted', 'quarantined'] as const satisfies readonly TrustState[];
+export type DeviceTrust = (typeof DEVICE_TRUST)[number];
+const trustSchema = z.enum(DEVICE_TRUST, { message: `must be one of ${DEVICE_TRUST.join(', ')}` });
+const trustReasonSchema = z.string().trim().min(1).max(200);
+
 /**
  * An admin's list of the models a device may serve. At least one: `null` (not an empty list) is how
  * an operator says "any model the device may otherwise serve", so an empty list is refused as the
  * likely mistake it is. 1,000 is DEVICE_MAX_MODELS's own upper bound: a longer list cannot matter.
  */
-/** The trust states an operator may set (docs/operations.md, "Trust"). */
-export const DEVICE_TRUST = ['trusted', 'quarantined'] as const;
-export type DeviceTrust = (typeof DEVICE_TRUST)[number];
-const trustSchema = z.enum(DEVICE_TRUST, { message: `must be one of ${DEVICE_TRUST.join(', ')}` });
-const trustReasonSchema = z.string().trim().min(1).max(200);
-
 const allowedModelsSchema = z.array(modelIdSchema).min(1, 'must list at least one model (null allows any)').max(1000);
 
 interface DeviceRow {
@@ -28,9 +30,12 @@ interface DeviceRow {
   revoked_at: Date | null;
   last_seen_at: Date | null;
   models_restricted: boolean;
-  trust: DeviceTrust;
+  trust: TrustState;
   trust_reason: string | null;
   trust_changed_at: Date | null;
+  canaries_passed: number;
+  canaries_failed: number;
+  last_canary_at: Date | null;
 }
 
 type ListedRow = DeviceRow & { org_name: string | null; allowed: string[] | null };
@@ -49,8 +54,15 @@ export interface DeviceRecord {
   status: 'active' | 'revoked';
   /** The models an admin restricted it to; null: any model it may otherwise serve. */
   allowed_models: string[] | null;
-  /** Whether network tasks may go to it; a direct device's is always `trusted`. */
-  trust: { state: DeviceTrust; reason: string | null; changed_at: string | null };
+  /** Whether network tasks may go to it (only when `trusted`); a direct device's is always `trusted`. */
+  trust: {
+    state: TrustState;
+    reason: string | null;
+    changed_at: string | null;
+    canaries_passed: number;
+    canaries_failed: number;
+    last_canary_at: string | null;
+  };
   created_at: string | null;
   last_seen_at: string | null;
   revoked_at: string | null;
@@ -66,7 +78,7 @@ export interface CheckedTrust {
 /** A change of trust made: the device as it is now, and the state it had. */
 export interface TrustChange {
   device: DeviceRecord;
-  from: DeviceTrust;
+  from: TrustState;
 }
 
 const recordOf = (d: ListedRow): DeviceRecord => ({
@@ -77,7 +89,14 @@ const recordOf = (d: ListedRow): DeviceRecord => ({
   token_prefix: d.token_prefix,
   status: d.revoked_at ? 'revoked' : 'active',
   allowed_models: d.models_restricted ? (d.allowed ?? []) : null,
-  trust: { state: d.trust, reason: d.trust_reason, changed_at: iso(d.trust_changed_at) },
+  trust: {
+    state: d.trust,
+    reason: d.trust_reason,
+    changed_at: iso(d.trust_changed_at),
+    canaries_passed: d.canaries_passed,
+    canaries_failed: d.canaries_failed,
+    last_canary_at: iso(d.last_canary_at),
+  },
   created_at: iso(d.created_at),
   last_seen_at: iso(d.last_seen_at),
   revoked_at: iso(d.revoked_at),
@@ -98,8 +117,10 @@ export class AdminDevicesService {
     const token = newDeviceToken();
     const device = await this.sql.transaction(async (tx) => {
       const [row] = await tx.query<DeviceRow>(
-        `INSERT INTO devices (id, name, org_id, token_hash, token_prefix, models_restricted)
-         VALUES (gen_random_uuid(), $1, $2::uuid, $3, $4, $5) RETURNING *`,
+        // A network device starts on probation (its first canary ends it); a direct device is trusted.
+        `INSERT INTO devices (id, name, org_id, token_hash, token_prefix, models_restricted, trust)
+         VALUES (gen_random_uuid(), $1, $2::uuid, $3, $4, $5,
+                 CASE WHEN $2::uuid IS NULL THEN 'probation' ELSE 'trusted' END::device_trust) RETURNING *`,
         [valid, org?.id ?? null, token.hash, token.prefix, allowed !== null],
       );
       if (allowed) {
@@ -159,13 +180,11 @@ export class AdminDevicesService {
   }
 
   async applyTrust(change: CheckedTrust): Promise<TrustChange> {
-    const [before] = await this.sql.query<{ trust: DeviceTrust }>(
-      `UPDATE devices d SET trust = $2::device_trust, trust_reason = $3, trust_changed_at = now()
-       FROM (SELECT id, trust FROM devices WHERE id = $1::uuid FOR UPDATE) old
-       WHERE d.id = old.id RETURNING old.trust`,
-      [change.id, change.state, change.reason],
-    );
-    return { device: await this.show(change.id), from: before.trust };
+    const from = await new TrustStore(this.sql).set(change.id, change.state, change.reason);
+    if (from === null) {
+      throw new AppError('device_not_found', `device '${change.id}' does not exist`, 'id');
+    }
+    return { device: await this.show(change.id), from };
   }
 
   async list(): Promise<DeviceRecord[]> {

@@ -122,6 +122,11 @@ export const configSchema = z
     DEVICE_HANDSHAKE_FAILURES: z.coerce.number().int().min(1).default(30),
     /** A device disconnected for its misdeeds is refused this long, doubled on each repeat (docs/protocol.md). */
     DEVICE_COOLING_OFF_MS: positiveMs(10_000),
+    /**
+     * How often each network device serving a model with canaries is sent one (jittered by ±25 %, only
+     * while it is idle and no job waits for it); a device on probation gets one as soon as it is free.
+     */
+    CANARY_INTERVAL_MS: positiveMs(600_000),
     /** How many devices may try a job before it fails (a device that drops before the first token). */
     MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

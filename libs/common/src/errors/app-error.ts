@@ -22,6 +22,7 @@ export const ERROR_STATUS = {
   org_not_found: 404,
   key_not_found: 404,
   device_not_found: 404,
+  canary_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
   request_too_large: 413,

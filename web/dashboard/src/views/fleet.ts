@@ -34,7 +34,13 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
     d.trust.state === 'quarantined'
       ? h('span', { class: 'error', title: d.trust.reason ?? '' }, 'quarantined')
       : d.pool === 'network'
-        ? 'trusted'
+        ? h(
+            'span',
+            {
+              title: `${d.trust.reason ?? ''} (canaries passed ${d.trust.canaries_passed}, failed ${d.trust.canaries_failed})`,
+            },
+            d.trust.state,
+          )
         : '–',
     h('span', { class: d.online ? 'online' : 'offline' }, d.online ? 'online' : 'offline'),
     d.online ? (d.available ? 'yes' : 'no (runtime down)') : '–',

@@ -59,11 +59,18 @@ export const device = named(
     allowed_models: allowedModels,
     trust: z
       .strictObject({
-        state: z.enum(['trusted', 'quarantined']),
+        state: z
+          .enum(['probation', 'trusted', 'quarantined'])
+          .describe('Only a trusted network device is given network tasks; probation ends with its first canary'),
         reason: z.string().nullable(),
         changed_at: iso.nullable(),
+        canaries_passed: z.number().int().describe('Canary prompts it answered as registered'),
+        canaries_failed: z.number().int().describe('Canary prompts it answered otherwise'),
+        last_canary_at: iso.nullable().describe('When it last answered a canary'),
       })
-      .describe('Whether network tasks may go to it (a direct device is always trusted), why, and since when'),
+      .describe(
+        'Whether network tasks may go to it (a direct device is always trusted), why, since when, and its canaries',
+      ),
     created_at: iso,
     last_seen_at: iso.nullable().describe('When it last connected to a dispatcher'),
     revoked_at: iso.nullable(),

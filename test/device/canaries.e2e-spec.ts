@@ -47,6 +47,8 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
   const liar = new FakeOllama(['llama3.2:3b']);
   const agents: Proc[] = [];
   const ids = { honest: '', liar: '' };
+  /** While set, the honest runtime holds organizations' requests (not canaries) until it resolves. */
+  let gate: Promise<void> | null = null;
 
   const admin = (method: string, path: string, body?: unknown) =>
     http(method, `${api.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body });
@@ -66,10 +68,13 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
       FakeOllama.reply({ content: text(ctx.req, ctx.body), intervalMs: 40 })(ctx);
 
   beforeAll(async () => {
-    honest.handlers.set(
-      '*',
-      answerBy((_req, body) => (lastUser(body) === QUESTION ? [ANSWER] : REPLY)),
-    );
+    const answer = answerBy((_req, body) => (lastUser(body) === QUESTION ? [ANSWER] : REPLY));
+    honest.handlers.set('*', async (ctx) => {
+      if (gate && lastUser(ctx.body) !== QUESTION) {
+        await gate;
+      }
+      await answer(ctx);
+    });
     liar.handlers.set(
       '*',
       answerBy(() => ['I', ' am', ' small']),
@@ -207,10 +212,21 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
 
   test('no canary goes out while a job waits, and canaries leave no trace in the organization’s tasks or usage', async () => {
     const orgTasksBefore = await db().task.count({ where: { orgId: tenant.org.id } });
-    // Six requests at once for the one trusted device: five wait while the first runs, and so on.
+    // Six requests for the one trusted device: the runtime holds the first until the other five wait
+    // in the queue; from then until the last one starts, a job always waits.
+    let open!: () => void;
+    gate = new Promise((resolve) => (open = resolve));
     const from = honest.chats().length;
     const before = await canaries();
-    const answers = await Promise.all(Array.from({ length: 6 }, () => chat(api, tenant, { model })));
+    const pending = Promise.all(Array.from({ length: 6 }, () => chat(api, tenant, { model })));
+    await eventually(
+      () => admin('GET', '/admin/queues'),
+      (res) => res.body.data.some((q: { model: string; waiting: number }) => q.model === model && q.waiting === 5),
+      'five requests waiting',
+    );
+    open();
+    gate = null;
+    const answers = await pending;
     answers.forEach((res) => expectStatus(res, 200));
     const during = honest.chats().slice(from);
     const orgRequests = during.map((r, i) => ({ i, canary: isCanary(r) })).filter((r) => !r.canary);

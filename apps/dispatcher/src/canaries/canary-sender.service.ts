@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { APP_CONFIG, LOGGER, PgService, TrustStore, sqlOf, taskAddress } from '@app/common';
-import type { AppConfig, CanaryExpect, CanaryMessage, ChatParams, Logger } from '@app/common';
+import type { AppConfig, CanaryRow, ChatParams, Logger } from '@app/common';
 import { DeviceRegistry } from '../devices/device-registry.service';
 import type { DeviceSession } from '../devices/device-session';
 import { PolicyRefresh } from '../devices/policy-refresh.service';
@@ -20,13 +20,7 @@ const PROBATION_RETRY_MS = 30_000;
 /** How much of a failed canary's answer its reason quotes. */
 const QUOTED_CHARS = 60;
 
-interface CanaryRow {
-  id: string;
-  model_id: string;
-  messages: CanaryMessage[];
-  max_tokens: number;
-  expect: CanaryExpect;
-}
+type Canary = Omit<CanaryRow, 'created_at'>;
 
 /**
  * Canary prompts (docs/operations.md, "Canaries"): a prompt with a known answer, registered per model,
@@ -96,10 +90,21 @@ export class CanarySender implements OnModuleInit, OnModuleDestroy {
   }
 
   private async send(session: DeviceSession): Promise<void> {
+    if (!this.loans.free(session)) {
+      // Busy, or a job waits for it: it is due still, and looked at again at the next tick.
+      return;
+    }
     this.sending.add(session);
     let outcome: CanaryOutcome | null = null;
     try {
-      const canary = await this.pick(session.models);
+      let canary: Canary | null;
+      try {
+        canary = await this.pick(session.models);
+      } catch (err) {
+        // Postgres unreachable: not again at every tick.
+        this.schedule(session, Math.min(PROBATION_RETRY_MS, this.config.CANARY_INTERVAL_MS));
+        throw err;
+      }
       if (!canary) {
         // None of its models has canaries (any more): nothing to send until the next interval.
         this.schedule(session, this.config.CANARY_INTERVAL_MS);
@@ -144,11 +149,11 @@ export class CanarySender implements OnModuleInit, OnModuleDestroy {
   }
 
   /** One of the canaries of the models, at random; null when none of them has any. */
-  private async pick(models: readonly string[]): Promise<CanaryRow | null> {
+  private async pick(models: readonly string[]): Promise<Canary | null> {
     if (models.length === 0) {
       return null;
     }
-    const { rows } = await this.db.sql<CanaryRow>(
+    const { rows } = await this.db.sql<Canary>(
       `SELECT id, model_id, messages, max_tokens, expect FROM canaries
        WHERE model_id = ANY($1::text[]) ORDER BY random() LIMIT 1`,
       [models],
@@ -156,7 +161,7 @@ export class CanarySender implements OnModuleInit, OnModuleDestroy {
     return rows[0] ?? null;
   }
 
-  private async judge(session: DeviceSession, canary: CanaryRow, outcome: CanaryOutcome): Promise<void> {
+  private async judge(session: DeviceSession, canary: Canary, outcome: CanaryOutcome): Promise<void> {
     if (outcome.kind !== 'answered') {
       this.metrics.canaries.inc({ result: 'inconclusive' });
       this.logger.info(

@@ -115,7 +115,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     return loan;
   }
 
-  private lendable(session: DeviceSession): boolean {
+  /** Whether the device could be lent now, as far as this dispatcher knows (lend also asks Redis). */
+  lendable(session: DeviceSession): boolean {
     if (this.draining || !session.running || this.book.busy(session) || this.fetching.has(session)) {
       return false;
     }

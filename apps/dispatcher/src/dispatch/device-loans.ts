@@ -22,6 +22,11 @@ export class DeviceLoans {
     return this.assigner.lend(session, address, tracker, listener);
   }
 
+  /** Whether the device is free here, with no job marked waiting for it: worth choosing a task for (lend checks again). */
+  free(session: DeviceSession): boolean {
+    return this.assigner.lendable(session);
+  }
+
   /** The borrower ends the loan itself (no answer in time): the device is told to stop, and is free again. */
   giveBack(loan: Loan): void {
     if (loan.ended) {

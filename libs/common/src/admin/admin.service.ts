@@ -19,7 +19,7 @@ export { AdminFleetService } from './fleet.service';
 export { AdminTrafficService } from './traffic.service';
 export type { FleetDevice, FleetQueue, FleetLine } from './fleet.service';
 export type { DeviceRecord } from './devices.service';
-export type { CanaryExpect, CanaryInput, CanaryMessage, CanaryRecord } from './canaries.service';
+export type { CanaryExpect, CanaryInput, CanaryMessage, CanaryRecord, CanaryRow } from './canaries.service';
 export {
   AdminCanariesService,
   AdminDevicesService,

@@ -33,7 +33,8 @@ export interface CanaryInput {
   expect: unknown;
 }
 
-interface CanaryRow {
+/** A canary as the canaries table holds it. */
+export interface CanaryRow {
   id: string;
   model_id: string;
   messages: CanaryMessage[];

@@ -1,5 +1,9 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { DeviceOptions } from './options';
 import { parseArgs, parseModelMapping, USAGE_EXIT_CODE } from './options';
+import { AGENT_VERSION } from './version';
 
 const TOKEN = `syd_${'a'.repeat(40)}`;
 const base = ['node', 'device', '--server', 'http://127.0.0.1:8081', '--token', TOKEN];
@@ -129,5 +133,86 @@ void describe('parseArgs', () => {
   void it('splits a mapping at the first =', () => {
     expect(parseModelMapping('a=b=c')).toEqual({ public: 'a', upstream: 'b=c' });
     expect(parseModelMapping('x')).toEqual({ public: 'x', upstream: 'x' });
+  });
+});
+
+void describe('the device token', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-token-'));
+  const file = (name: string, content: string, mode: number) => {
+    const path = join(dir, name);
+    writeFileSync(path, content);
+    chmodSync(path, mode);
+    return path;
+  };
+  const run = (args: string[], env: Record<string, string> = {}) => {
+    const previous = process.env.SWITCHYARD_DEVICE_TOKEN;
+    if (env.SWITCHYARD_DEVICE_TOKEN === undefined) {
+      delete process.env.SWITCHYARD_DEVICE_TOKEN;
+    } else {
+      process.env.SWITCHYARD_DEVICE_TOKEN = env.SWITCHYARD_DEVICE_TOKEN;
+    }
+    let stderr = '';
+    try {
+      const result = parseArgs(['node', 'device', '--server', 'http://127.0.0.1:8081', '--model', 'x', ...args], {
+        writeOut: () => undefined,
+        writeErr: (s) => (stderr += s),
+      });
+      return { token: result.ok ? result.options.token : null, exitCode: result.ok ? 0 : result.exitCode, stderr };
+    } finally {
+      if (previous === undefined) {
+        delete process.env.SWITCHYARD_DEVICE_TOKEN;
+      } else {
+        process.env.SWITCHYARD_DEVICE_TOKEN = previous;
+      }
+    }
+  };
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  void it('is read from SWITCHYARD_DEVICE_TOKEN without a word', () => {
+    expect(run([], { SWITCHYARD_DEVICE_TOKEN: TOKEN })).toEqual({ token: TOKEN, exitCode: 0, stderr: '' });
+  });
+
+  void it('is read from a --token-file only you can read, whitespace around it aside', () => {
+    const path = file('mine', `${TOKEN}\n`, 0o600);
+    expect(run(['--token-file', path])).toEqual({ token: TOKEN, exitCode: 0, stderr: '' });
+    expect(run(['--token-file', file('read-only', TOKEN, 0o400)]).token).toBe(TOKEN);
+  });
+
+  void it('refuses a --token-file other users may read, saying how to mend it', () => {
+    for (const mode of [0o644, 0o640, 0o604]) {
+      const path = file(`open-${mode.toString(8)}`, TOKEN, mode);
+      const { exitCode, stderr } = run(['--token-file', path]);
+      expect(exitCode).toBe(USAGE_EXIT_CODE);
+      expect(stderr).toContain(`may be read by other users (mode ${mode.toString(8)}): run chmod 600 ${path}`);
+      expect(stderr).not.toContain(TOKEN);
+    }
+    expect(run(['--token-file', join(dir, 'missing')]).stderr).toMatch(/cannot be read: ENOENT/);
+  });
+
+  void it('warns when given as --token, which other users see in the process list', () => {
+    const { token, stderr } = run(['--token', TOKEN]);
+    expect(token).toBe(TOKEN);
+    expect(stderr).toMatch(/^warning: --token is visible to every user of this machine/);
+  });
+
+  void it('is refused when missing, given twice, or not a device token, without echoing it', () => {
+    expect(run([]).stderr).toMatch(/no device token: set SWITCHYARD_DEVICE_TOKEN/);
+    const path = file('twice', TOKEN, 0o600);
+    expect(run(['--token', TOKEN, '--token-file', path]).stderr).toMatch(/give the token once/);
+    const wrong = run(['--token-file', file('wrong', 'syd_short', 0o600)]);
+    expect(wrong.exitCode).toBe(USAGE_EXIT_CODE);
+    expect(wrong.stderr).toMatch(/--token-file must hold a device token/);
+    expect(wrong.stderr).not.toContain('syd_short');
+  });
+
+  void it('--version prints the version the dispatcher sees in the announce', () => {
+    let out = '';
+    const result = parseArgs(['node', 'device', '--version'], {
+      writeOut: (s) => (out += s),
+      writeErr: () => undefined,
+    });
+    expect(result).toEqual({ ok: false, exitCode: 0 });
+    expect(out.trim()).toBe(AGENT_VERSION);
   });
 });

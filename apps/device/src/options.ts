@@ -6,6 +6,8 @@ import type { BackendConfig, ModelMapping } from './backends';
 import { UPSTREAM_DEFAULTS } from './backends';
 import { UPSTREAM_FLAGS, buildProgram } from './args/program';
 import type { RawOptions, LOG_LEVELS } from './args/program';
+import { readTokenFile, TOKEN_ON_COMMAND_LINE_WARNING } from './args/token-source';
+import type { TokenSource } from './args/token-source';
 import { MAX_MODELS, parseModelMapping } from './args/value-parsers';
 
 export { LOG_LEVELS } from './args/program';
@@ -47,10 +49,8 @@ export function parseArgs(
   try {
     program.parse(argv);
     const raw = program.opts<RawOptions>();
-    if (!looksLikeDeviceToken(raw.token)) {
-      // The value is not echoed: a mistyped token is still close to a secret.
-      program.error('error: --token must be a device token: syd_ followed by 32 to 128 letters and digits');
-    }
+    const warn = (s: string) => (output ? output.writeErr(s) : void process.stderr.write(s));
+    const token = tokenOf(program, raw, warn);
     const models = [...new Set(raw.model ?? [])];
     if (models.length > MAX_MODELS) {
       program.error(`error: at most ${MAX_MODELS} --model options`);
@@ -63,7 +63,7 @@ export function parseArgs(
     const common = {
       servers: raw.server,
       server: raw.server[0],
-      token: raw.token,
+      token,
       logLevel: raw.logLevel,
       logContent: raw.logContent,
     };
@@ -142,4 +142,37 @@ export function parseArgs(
     }
     throw error;
   }
+}
+
+/**
+ * The device token: from SWITCHYARD_DEVICE_TOKEN, --token-file or --token (one of them; --token warns,
+ * since other users see a command line). Never echoed: a mistyped token is still close to a secret.
+ */
+function tokenOf(program: Command, raw: RawOptions, writeErr: (s: string) => void): string {
+  const fromCli = program.getOptionValueSource('token') === 'cli';
+  if (raw.tokenFile !== undefined && fromCli) {
+    program.error('error: give the token once: --token or --token-file');
+  }
+  let token: string;
+  let source: TokenSource;
+  if (raw.tokenFile !== undefined) {
+    try {
+      token = readTokenFile(raw.tokenFile);
+    } catch (error) {
+      program.error(`error: ${(error as Error).message}`);
+    }
+    source = '--token-file';
+  } else if (raw.token !== undefined) {
+    token = raw.token;
+    source = fromCli ? '--token' : 'SWITCHYARD_DEVICE_TOKEN';
+  } else {
+    program.error('error: no device token: set SWITCHYARD_DEVICE_TOKEN, or give --token-file <path> (or --token)');
+  }
+  if (!looksLikeDeviceToken(token)) {
+    program.error(`error: ${source} must hold a device token: syd_ followed by 32 to 128 letters and digits`);
+  }
+  if (source === '--token') {
+    writeErr(TOKEN_ON_COMMAND_LINE_WARNING);
+  }
+  return token;
 }

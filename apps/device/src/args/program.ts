@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import type { Feature } from '@app/common/protocol/chat';
 import { BACKEND_NAMES, SIM_DEFAULTS, UPSTREAM_DEFAULTS } from '../backends';
+import { AGENT_VERSION } from '../version';
 import {
   collectModel,
   collectServers,
@@ -17,7 +18,8 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 /** The options as commander hands them over, before the checks that span options (see parseArgs). */
 export interface RawOptions {
   server: string[];
-  token: string;
+  token?: string;
+  tokenFile?: string;
   backend: (typeof BACKEND_NAMES)[number];
   model?: string[];
   upstream?: string;
@@ -58,9 +60,14 @@ export function buildProgram(): Command {
         .makeOptionMandatory(),
     )
     .addOption(
-      new Option('--token <token>', 'device token (syd_...), as printed by `switchyard device create`')
-        .env('SWITCHYARD_DEVICE_TOKEN')
-        .makeOptionMandatory(),
+      new Option(
+        '--token <token>',
+        'device token (syd_...), as printed by `switchyard device create`; better in SWITCHYARD_DEVICE_TOKEN or ' +
+          '--token-file: other users of the machine see a command line',
+      ).env('SWITCHYARD_DEVICE_TOKEN'),
+    )
+    .addOption(
+      new Option('--token-file <path>', 'read the device token from this file (readable by you only: chmod 600)'),
     )
     .addOption(new Option('--backend <name>', 'local runtime to serve from').choices(BACKEND_NAMES).default('sim'))
     .addOption(
@@ -129,14 +136,16 @@ export function buildProgram(): Command {
     .addHelpText(
       'after',
       '\nExamples:\n' +
-        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend ollama\n' +
-        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend openai \\\n' +
+        '  export SWITCHYARD_DEVICE_TOKEN=syd_...\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --backend ollama\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --token-file ~/.switchyard-token --backend openai \\\n' +
         '    --upstream http://127.0.0.1:8000/v1 --model bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M=llama-3.2-3b\n' +
-        '  switchyard-device --server http://127.0.0.1:8081 --token syd_... --backend sim --model llama3.2:3b\n' +
-        '  switchyard-device --server http://10.0.0.1:8081 --server http://10.0.0.2:8081 --token syd_... --backend ollama\n\n' +
+        '  switchyard-device --server http://127.0.0.1:8081 --backend sim --model llama3.2:3b\n' +
+        '  switchyard-device --server http://10.0.0.1:8081 --server http://10.0.0.2:8081 --backend ollama\n\n' +
         'Exit codes: 0 after SIGINT/SIGTERM (the first lets the current task finish, the second cancels it),\n' +
         '1 when the dispatcher refuses the token, 2 for bad arguments.',
     )
+    .version(AGENT_VERSION, '--version', 'print the agent version (what the dispatcher sees in the announce)')
     .showSuggestionAfterError(false)
     .exitOverride();
 }

@@ -112,6 +112,20 @@ describe('the device agent as a package and as a single executable', () => {
     expect(dispatcher.proc.output).toContain(`"agent":"${AGENT_VERSION}"`);
     // The token came from the environment: no warning about the process list.
     expect(simAgent.output).not.toContain('--token is visible');
+
+    // The service it would install runs this package's script with node, the token in a 0600 file.
+    const service = await run(
+      installed,
+      ['service', 'install', '--user', '--print', '--server', dispatcher.url, '--backend', 'sim', '--model', sim],
+      { cwd: home, env: { PATH: path, HOME: home, SWITCHYARD_DEVICE_TOKEN: simDevice.token } },
+    );
+    expect(service.stdout).toContain(`# ${home}/.config/systemd/user/switchyard-device.service\n`);
+    expect(service.stdout).toContain(
+      `ExecStart=${process.execPath} ${home}/node_modules/switchyard-device/bin/switchyard-device.js ` +
+        `--server ${dispatcher.url} --backend sim --model ${sim}\n`,
+    );
+    expect(service.stdout).toContain(`# ${home}/.config/switchyard/device.env (mode 0600; secrets elided here)\n`);
+    expect(service.stdout).not.toContain(simDevice.token);
   });
 
   test('the single executable serves with no node on its PATH', async () => {
@@ -125,5 +139,11 @@ describe('the device agent as a package and as a single executable', () => {
     const res = await chat(api, tenant, { model });
     expectStatus(res, 200);
     expect(res.body.choices[0].message.content.length).toBeGreaterThan(0);
+    // Its service runs the executable itself.
+    const service = await run(binary, ['service', 'install', '--print', '--server', dispatcher.url, '--model', model], {
+      cwd: home,
+      env: { PATH: empty, SWITCHYARD_DEVICE_TOKEN: device.token },
+    });
+    expect(service.stdout).toContain(`ExecStart=${binary} --server ${dispatcher.url} --model ${model}\n`);
   });
 });

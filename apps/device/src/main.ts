@@ -2,6 +2,7 @@ import { createLogger } from '@app/common/logging/logger';
 import { DeviceAgent } from './agent';
 import { createBackend } from './backends';
 import { parseArgs } from './options';
+import { serviceCommand } from './service/service-command';
 
 /**
  * `npm run device -- --server <url> --token <syd_...> --backend ollama|openai|sim ...`: the device agent.
@@ -9,6 +10,14 @@ import { parseArgs } from './options';
  * agent starts without loading Prisma, Nest or Redis, none of which a device needs.
  */
 function main(): void {
+  if (process.argv[2] === 'service') {
+    process.exit(
+      serviceCommand(process.argv, {
+        writeOut: (s) => void process.stdout.write(s),
+        writeErr: (s) => void process.stderr.write(s),
+      }),
+    );
+  }
   const parsed = parseArgs(process.argv);
   if (!parsed.ok) {
     process.exit(parsed.exitCode);

@@ -1,6 +1,7 @@
 import { createLogger } from '@app/common/logging/logger';
 import { DeviceAgent } from './agent';
 import { createBackend } from './backends';
+import { doctor } from './doctor/doctor';
 import { parseArgs } from './options';
 import { serviceCommand } from './service/service-command';
 
@@ -18,11 +19,20 @@ function main(): void {
       }),
     );
   }
-  const parsed = parseArgs(process.argv);
+  const checking = process.argv[2] === 'doctor';
+  const parsed = parseArgs(checking ? [...process.argv.slice(0, 2), ...process.argv.slice(3)] : process.argv);
   if (!parsed.ok) {
     process.exit(parsed.exitCode);
   }
   const { options } = parsed;
+  if (checking) {
+    // The checks print their own lines; the backends' logs would only repeat them.
+    const quiet = createLogger('device', 'silent');
+    void doctor(options, createBackend(options.backend, quiet), (line) => void process.stdout.write(`${line}\n`)).then(
+      (code) => process.exit(code),
+    );
+    return;
+  }
   const logger = createLogger('device', options.logLevel);
   const agent = new DeviceAgent({
     servers: options.servers,

@@ -8,6 +8,8 @@ export interface AnnounceAsk {
   session: DeviceSession;
   models: readonly string[];
   identities: ReadonlyMap<string, ModelIdentity>;
+  /** Only asking (a dry run): the device's trust is not touched. */
+  dryRun?: boolean;
 }
 
 /** What the policy's query finds of one (device, model) pair. */
@@ -67,12 +69,13 @@ export class AnnouncePolicy {
     session: DeviceSession,
     announced: readonly string[],
     identities: ReadonlyMap<string, ModelIdentity>,
+    dryRun = false,
   ): Promise<AnnounceDecision | null> {
     const models = [...new Set(announced)];
     if (models.length > this.config.DEVICE_MAX_MODELS) {
       return null;
     }
-    return this.announces.submit({ session, models, identities });
+    return this.announces.submit({ session, models, identities, dryRun });
   }
 
   /** The decisions for several devices' lists in one query (see PolicyRefresh). */
@@ -123,7 +126,7 @@ export class AnnouncePolicy {
     const nothingToProve: string[] = [];
     probation.forEach((p, i) => {
       decisions[i].held = p.on && p.canaried;
-      if (p.on && !p.canaried) {
+      if (p.on && !p.canaried && !asks[i].dryRun) {
         nothingToProve.push(asks[i].session.id);
       }
     });

@@ -9,8 +9,8 @@ import { DeviceStrikes } from './device-strikes.service';
 
 /**
  * A device's announces: held to their rate (before the gateway validates them), the models decided
- * (AnnouncePolicy), answered in the ack, then served (DeviceServing). Every refusal is answered in
- * the ack.
+ * (AnnouncePolicy), answered in the ack, then served (DeviceServing); a dry run (the agent's doctor)
+ * is answered and changes nothing. Every refusal is answered in the ack.
  */
 @Injectable()
 export class DeviceAnnounces {
@@ -44,9 +44,10 @@ export class DeviceAnnounces {
   async handle(session: DeviceSession, payload: AnnouncePayload, ack: MessageReply<AnnounceAck>): Promise<void> {
     const reply = ack ?? (() => undefined);
     const identities = identitiesOf(payload);
+    const dryRun = payload.dry_run === true;
     let decision;
     try {
-      decision = await this.policy.decide(session, payload.models, identities);
+      decision = await this.policy.decide(session, payload.models, identities, dryRun);
     } catch (err) {
       this.logger.error({ err, deviceId: session.id }, 'could not check the announced models');
       reply({ ok: false, error: 'the dispatcher could not check the models; announce again' });
@@ -58,6 +59,17 @@ export class DeviceAnnounces {
       return;
     }
     if (this.registry.get(session.id) !== session) {
+      return;
+    }
+    if (dryRun) {
+      // What it would get, and nothing more: the device serves what it served before.
+      reply({
+        ok: true,
+        device_id: session.id,
+        pool: poolOf(session),
+        models: decision.models,
+        refused: decision.refused,
+      });
       return;
     }
     session.announcedModels = [...new Set(payload.models)];
@@ -79,13 +91,15 @@ export class DeviceAnnounces {
       reply({
         ok: true,
         device_id: session.id,
-        pool: session.socket.data.orgId ? 'direct' : 'network',
+        pool: poolOf(session),
         models: decision.models,
         refused: decision.refused,
       }),
     );
   }
 }
+
+const poolOf = (session: DeviceSession) => (session.socket.data.orgId ? ('direct' as const) : ('network' as const));
 
 /** The announce's identities by model, for the models it announces; the first entry of a model counts. */
 function identitiesOf(payload: AnnouncePayload): ReadonlyMap<string, ModelIdentity> {

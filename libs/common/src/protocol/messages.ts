@@ -45,6 +45,11 @@ export const announceSchema = z.object({
   running_task: address.nullable(),
   /** What the runtime says each model is, for the models it says anything of (at most one entry per model). */
   identities: z.array(modelIdentitySchema).max(1000),
+  /**
+   * Asks what this announce would get without serving anything (`switchyard-device doctor`): the ack
+   * is the same, and the device's models, features and presence stay as they were.
+   */
+  dry_run: z.boolean().optional(),
 });
 export type AnnouncePayload = z.infer<typeof announceSchema>;
 

@@ -61,15 +61,16 @@ export class DeviceAnnounces {
     if (this.registry.get(session.id) !== session) {
       return;
     }
+    const accepted: AnnounceAck = {
+      ok: true,
+      device_id: session.id,
+      pool: session.socket.data.orgId ? 'direct' : 'network',
+      models: decision.models,
+      refused: decision.refused,
+    };
     if (dryRun) {
       // What it would get, and nothing more: the device serves what it served before.
-      reply({
-        ok: true,
-        device_id: session.id,
-        pool: poolOf(session),
-        models: decision.models,
-        refused: decision.refused,
-      });
+      reply(accepted);
       return;
     }
     session.announcedModels = [...new Set(payload.models)];
@@ -88,18 +89,10 @@ export class DeviceAnnounces {
     );
     // Answered once the device is online for every api, before the dispatch module hears of it (serve).
     await this.serving.serve(session, decision.models, payload.features, payload.available, decision.held, () =>
-      reply({
-        ok: true,
-        device_id: session.id,
-        pool: poolOf(session),
-        models: decision.models,
-        refused: decision.refused,
-      }),
+      reply(accepted),
     );
   }
 }
-
-const poolOf = (session: DeviceSession) => (session.socket.data.orgId ? ('direct' as const) : ('network' as const));
 
 /** The announce's identities by model, for the models it announces; the first entry of a model counts. */
 function identitiesOf(payload: AnnouncePayload): ReadonlyMap<string, ModelIdentity> {

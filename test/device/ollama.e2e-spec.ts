@@ -174,6 +174,14 @@ describe('device agent with Ollama', () => {
     const chunks = sse.events.filter((e) => e !== '[DONE]').flatMap((e) => e.choices);
     expect(chunks.map((c: any) => c.delta?.content ?? '').join('')).toBe('The answer is 42');
     expect(chunks.find((c: any) => c.finish_reason)?.finish_reason).toBe('stop');
+    // Asked for usage: the usage chunk says there is none, not zeros.
+    const counted = await postSse(completionsUrl(api), tenant.key, {
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const usageChunk = counted.events.filter((e) => e !== '[DONE]').at(-1);
+    expect(usageChunk).toMatchObject({ choices: [], usage: null });
 
     // A stop string that never comes: the whole answer, with Ollama's counts.
     const whole = await chat(api, tenant, { ...body, stop: ['never'] });

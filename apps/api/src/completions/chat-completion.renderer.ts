@@ -126,7 +126,8 @@ export class ChunkRenderer {
       finishReasons.map((reason, index) => ({ index, delta: {}, logprobs: null, finish_reason: reason })),
     );
     if (this.includeUsage) {
-      out += this.frame([], usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+      // A count the device did not give is not shown as zero: `usage: null`, as the whole answer leaves it out.
+      out += this.frame([], usage);
     }
     return out + 'data: [DONE]\n\n';
   }

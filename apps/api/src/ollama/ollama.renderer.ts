@@ -67,9 +67,10 @@ export class OllamaRenderer {
       task_address: this.address,
       total_duration: nanos(now - this.startedAt),
       load_duration: 0,
-      prompt_eval_count: usage?.prompt_tokens ?? 0,
+      // Counts the device did not give are left out, as Ollama leaves out what it did not count.
+      ...(usage ? { prompt_eval_count: usage.prompt_tokens } : {}),
       prompt_eval_duration: nanos(first - (this.assignedAt ?? first)),
-      eval_count: usage?.completion_tokens ?? 0,
+      ...(usage ? { eval_count: usage.completion_tokens } : {}),
       eval_duration: nanos(now - first),
     };
   }

@@ -35,9 +35,9 @@ export const ollamaChat = named(
     task_address: z.string(),
     total_duration: z.number().int(),
     load_duration: z.number().int(),
-    prompt_eval_count: z.number().int(),
+    prompt_eval_count: z.number().int().optional().describe('The device’s prompt tokens; absent when it gave none'),
     prompt_eval_duration: z.number().int(),
-    eval_count: z.number().int(),
+    eval_count: z.number().int().optional().describe('The device’s completion tokens; absent when it gave none'),
     eval_duration: z.number().int(),
   }),
 );

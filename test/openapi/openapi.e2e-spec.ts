@@ -111,6 +111,19 @@ describe('OpenAPI document', () => {
     expectStatus(completion, 200);
     taskAddress = completion.body.task_address;
     await asTenant('POST', '/v1/chat/completions', '/v1/chat/completions', { model, messages: [] });
+    // Nodea's base path answers as /v1 does: the same bodies, the same errors.
+    const aliased = await asTenant('POST', '/openai/v1/chat/completions', '/openai/v1/chat/completions', {
+      model,
+      messages: MESSAGES,
+    });
+    expectStatus(aliased, 200);
+    expect(aliased.body.choices[0].message.content).toBe(completion.body.choices[0].message.content);
+    await asTenant('POST', '/openai/v1/chat/completions', '/openai/v1/chat/completions', { model, messages: [] });
+    const models = await asTenant('GET', '/openai/v1/models', '/openai/v1/models');
+    expect(models.body).toEqual((await asTenant('GET', '/v1/models', '/v1/models')).body);
+    await asTenant('GET', '/openai/v1/models/{model}', `/openai/v1/models/${model.replaceAll('/', '%2F')}`);
+    const missing = await asTenant('GET', '/openai/v1/models/{model}', '/openai/v1/models/no-such-model');
+    expect(missing.body).toEqual((await asTenant('GET', '/v1/models/{model}', '/v1/models/no-such-model')).body);
     await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/${completion.body.task_address}`);
     await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/network:${randomUUID()}`);
     await asTenant('GET', '/v1/usage', '/v1/usage?group_by=model,key,day,hour,mode,status');

@@ -56,7 +56,7 @@ export class ChatCompletionsHandler {
   }
 }
 
-@Controller('v1/chat')
+@Controller(['v1/chat', 'openai/v1/chat'])
 export class ChatCompletionsController {
   constructor(private readonly handler: ChatCompletionsHandler) {}
 

@@ -6,7 +6,7 @@ import { PARAM } from '../openapi/components';
 import { ModelsService } from './models.service';
 import { model, modelList } from './models.schemas';
 
-@Controller('v1/models')
+@Controller(['v1/models', 'openai/v1/models'])
 export class ModelsController {
   constructor(private readonly models: ModelsService) {}
 

@@ -11,7 +11,11 @@ export interface Route {
   access: Access;
 }
 
-/** Every route of the api's application, with the access its metadata declares (api_key when none). */
+/**
+ * Every route of the api's application, with the access its metadata declares (api_key when none).
+ * Read from the metadata here, not with the app's own appRoutes, so that a route the app's list
+ * missed is still checked.
+ */
 export function apiRoutes(app: InProcessApp['app']): Route[] {
   const discovery = new DiscoveryService(app.get(ModulesContainer));
   const scanner = new MetadataScanner();
@@ -19,17 +23,22 @@ export function apiRoutes(app: InProcessApp['app']): Route[] {
   const routes: Route[] = [];
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as new (...args: unknown[]) => unknown;
-    const prefix = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');
+    // A controller (and a handler) may have several paths: a route for each.
+    const prefixes = [Reflect.getMetadata(PATH_METADATA, controller) ?? ''].flat() as string[];
     for (const name of scanner.getAllMethodNames(controller.prototype)) {
       const handler = (controller.prototype as Record<string, unknown>)[name] as () => unknown;
       const method = Reflect.getMetadata(METHOD_METADATA, handler) as RequestMethod | undefined;
       if (method === undefined) {
         continue;
       }
-      const sub = String(Reflect.getMetadata(PATH_METADATA, handler) ?? '');
-      const path = `/${[prefix, sub].filter((p) => p && p !== '/').join('/')}`.replace(/\/+/g, '/');
+      const subs = [Reflect.getMetadata(PATH_METADATA, handler) ?? ''].flat() as string[];
       const access = reflector.getAllAndOverride<Access | undefined>(ACCESS_KEY, [handler, controller]) ?? 'api_key';
-      routes.push({ method: RequestMethod[method], path, access });
+      for (const prefix of prefixes) {
+        for (const sub of subs) {
+          const path = `/${[prefix, sub].filter((p) => p && p !== '/').join('/')}`.replace(/\/+/g, '/');
+          routes.push({ method: RequestMethod[method], path, access });
+        }
+      }
     }
   }
   return routes;

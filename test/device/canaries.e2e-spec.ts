@@ -7,6 +7,7 @@ import {
   createTenant,
   db,
   http,
+  recordsWritten,
   startApi,
   startDispatcher,
   uniq,
@@ -211,6 +212,7 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
   });
 
   test('no canary goes out while a job waits, and canaries leave no trace in the organization’s tasks or usage', async () => {
+    await recordsWritten();
     const orgTasksBefore = await db().task.count({ where: { orgId: tenant.org.id } });
     // Six requests for the one trusted device: the runtime holds the first until the other five wait
     // in the queue; from then until the last one starts, a job always waits.
@@ -245,7 +247,9 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
       'a canary after the backlog',
     );
 
-    // Canaries: no task rows, no usage. Every row of the org is one of its requests.
+    // Canaries: no task rows, no usage. Every row of the org is one of its requests (read once the
+    // record writer has caught up: a row's device is written after the answer went out).
+    await recordsWritten();
     const orgTasks = await db().task.findMany({ where: { orgId: tenant.org.id } });
     expect(orgTasks.length - orgTasksBefore).toBe(6);
     const allOfDevice = await db().task.count({ where: { deviceId: ids.honest } });

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { APP_CONFIG, LOGGER, PgService, TrustStore, sqlOf, taskAddress } from '@app/common';
+import { APP_CONFIG, LOGGER, PgService, TrustStore, taskAddress } from '@app/common';
 import type { AppConfig, CanaryRow, ChatParams, Logger } from '@app/common';
 import { DeviceRegistry } from '../devices/device-registry.service';
 import type { DeviceSession } from '../devices/device-session';
@@ -39,19 +39,17 @@ export class CanarySender implements OnModuleInit, OnModuleDestroy {
   private readonly due = new WeakMap<DeviceSession, number>();
   /** Devices with a canary under way (from the choice of a canary to its verdict). */
   private readonly sending = new Set<DeviceSession>();
-  private readonly trust: TrustStore;
 
   constructor(
     private readonly registry: DeviceRegistry,
     private readonly loans: DeviceLoans,
     private readonly refresh: PolicyRefresh,
     private readonly db: PgService,
+    private readonly trust: TrustStore,
     private readonly metrics: DispatcherMetrics,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {
-    this.trust = new TrustStore(sqlOf(db.pool));
-  }
+  ) {}
 
   onModuleInit(): void {
     const tick = Math.min(MAX_TICK_MS, Math.max(10, Math.floor(this.config.CANARY_INTERVAL_MS / 4)));

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { APP_CONFIG, Coalescer, LOGGER, PgService, TrustStore, sqlOf } from '@app/common';
+import { APP_CONFIG, Coalescer, LOGGER, PgService, TrustStore } from '@app/common';
 import type { AppConfig, Logger, ModelIdentity, RefusalReason, TrustState } from '@app/common';
 import type { DeviceSession } from './device-session';
 
@@ -54,15 +54,12 @@ export interface AnnounceDecision {
 export class AnnouncePolicy {
   private readonly announces = new Coalescer((asks: AnnounceAsk[]) => this.decideMany(asks), 0);
 
-  private readonly trust: TrustStore;
-
   constructor(
     private readonly db: PgService,
+    private readonly trust: TrustStore,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {
-    this.trust = new TrustStore(sqlOf(db.pool));
-  }
+  ) {}
 
   /** Null when the device announces more models than DEVICE_MAX_MODELS: the announce is refused whole. */
   async decide(

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { PgService, TrustStore, sqlOf } from '@app/common';
 import { AnnouncePolicy } from './announce-policy.service';
 import { CoolingOff } from './cooling-off.service';
 import { DeviceAnnounces } from './device-announces.service';
@@ -38,7 +39,9 @@ import { UsageAudit } from './usage-audit.service';
     DeviceMetrics,
     DeviceHealth,
     UsageAudit,
+    // The one writer of trust (libs/common), on the dispatcher's pool: the policy, the usage audit, the canaries.
+    { provide: TrustStore, useFactory: (db: PgService) => new TrustStore(sqlOf(db.pool)), inject: [PgService] },
   ],
-  exports: [DeviceRegistry, DeviceGateway, DeviceStates, UsageAudit, PolicyRefresh],
+  exports: [DeviceRegistry, DeviceGateway, DeviceStates, UsageAudit, PolicyRefresh, TrustStore],
 })
 export class DevicesModule {}

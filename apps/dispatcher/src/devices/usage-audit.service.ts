@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LOGGER, PgService, TrustStore, sqlOf } from '@app/common';
+import { LOGGER, TrustStore } from '@app/common';
 import type { Logger } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import type { DeviceSession } from './device-session';
@@ -17,16 +17,13 @@ import { USAGE_DISAGREEMENTS, USAGE_WINDOW, UsageWindow, usageDisagrees } from '
 @Injectable()
 export class UsageAudit {
   private readonly windows = new WeakMap<DeviceSession, UsageWindow>();
-  private readonly trust: TrustStore;
 
   constructor(
-    db: PgService,
+    private readonly trust: TrustStore,
     private readonly refresh: PolicyRefresh,
     private readonly metrics: DispatcherMetrics,
     @Inject(LOGGER) private readonly logger: Logger,
-  ) {
-    this.trust = new TrustStore(sqlOf(db.pool));
-  }
+  ) {}
 
   /** A task of the device completed with this report (null: none) after `relayedBytes` of output in `choices` choices. */
   completed(

@@ -1,7 +1,6 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import type {
-  AnnouncePayload,
   AssignAck,
   AssignPayload,
   CancelPayload,
@@ -10,7 +9,7 @@ import type {
 import { HANDSHAKE_ERRORS } from '@app/common/protocol/device-protocol';
 import type { AgentConfig } from './agent-config';
 import { isCancellation } from './backends/backend';
-import { announcedIdentities } from './link/announced-identities';
+import { announcePayload } from './link/announced-identities';
 import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
@@ -144,33 +143,23 @@ export class DeviceAgent {
 
   /** Sends the current state; `settled` runs once the dispatcher answered or did not in time. */
   private announce(settled?: () => void, timeoutMs = ANNOUNCE_ACK_TIMEOUT_MS): void {
-    const payload: AnnouncePayload = {
-      agent_version: AGENT_VERSION,
-      backend: this.config.backend.name,
-      models: this.config.backend.models(),
-      features: this.config.backend.features,
+    const { payload, dropped } = announcePayload(this.config.backend, {
       // Draining, or a runtime that does not answer: the dispatcher assigns nothing (it withdraws the presence).
       available: this.phase === 'running' && this.config.backend.available(),
-      running_task: this.current?.address ?? null,
-      identities: this.identities(),
-    };
-    // Without a connection the link settles at once: the next connect announces the state of that moment.
-    this.link.announce(payload, timeoutMs, () => settled?.());
-  }
-
-  /** What the runtime says of its models, within the announce's budget; what it leaves out is logged once per count. */
-  private identities() {
-    const { identities, dropped } = announcedIdentities(this.config.backend.identities());
+      runningTask: this.current?.address ?? null,
+    });
+    // What the runtime says of its models beyond the announce's budget is left out: logged once per count.
     if (dropped !== this.droppedIdentities) {
       this.droppedIdentities = dropped;
       if (dropped > 0) {
         this.log.warn(
-          { dropped, announced: identities.length },
+          { dropped, announced: payload.identities.length },
           'too many model identities for one announce: those left out are announced as saying nothing (no digest)',
         );
       }
     }
-    return identities;
+    // Without a connection the link settles at once: the next connect announces the state of that moment.
+    this.link.announce(payload, timeoutMs, () => settled?.());
   }
 
   private onRefused(why: 'token' | 'protocol'): void {

@@ -1,10 +1,10 @@
 import { io } from 'socket.io-client';
 import { DEVICE_NAMESPACE, HANDSHAKE_ERRORS, PROTOCOL_VERSION } from '@app/common/protocol/device-protocol';
-import type { AnnounceAck, AnnouncePayload, RefusalReason } from '@app/common/protocol/device-protocol';
+import type { AnnounceAck, RefusalReason } from '@app/common/protocol/device-protocol';
 import type { Backend } from '../backends/backend';
 import type { ModelMapping } from '../backends';
 import type { DeviceOptions } from '../options';
-import { announcedIdentities } from '../link/announced-identities';
+import { announcePayload } from '../link/announced-identities';
 import { AGENT_VERSION } from '../version';
 
 /** How long each check waits for an answer. */
@@ -81,16 +81,7 @@ export async function doctor(options: DeviceOptions, backend: Backend, print: (l
       return 1;
     }
     const mappings: readonly ModelMapping[] = options.backend.name === 'sim' ? [] : options.backend.options.models;
-    const payload: AnnouncePayload = {
-      agent_version: AGENT_VERSION,
-      backend: backend.name,
-      models,
-      features: backend.features,
-      available: true,
-      running_task: null,
-      identities: announcedIdentities(backend.identities()).identities,
-      dry_run: true,
-    };
+    const payload = { ...announcePayload(backend, { available: true, runningTask: null }).payload, dry_run: true };
     let ack: AnnounceAck;
     try {
       ack = (await socket.timeout(CHECK_TIMEOUT_MS).emitWithAck('announce', payload)) as AnnounceAck;

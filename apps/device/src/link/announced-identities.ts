@@ -1,4 +1,6 @@
-import type { ModelIdentity } from '@app/common/protocol/messages';
+import type { AnnouncePayload, ModelIdentity } from '@app/common/protocol/messages';
+import type { Backend } from '../backends/backend';
+import { AGENT_VERSION } from '../version';
 
 /**
  * The most bytes of identities an announce carries: the dispatcher closes the connection of a device
@@ -30,4 +32,28 @@ export function announcedIdentities(
     kept.push(identity);
   }
   return { identities: kept, dropped: identities.length - kept.length };
+}
+
+/**
+ * What an announce says of the device now: its backend's models, features and identities (within the
+ * budget; `dropped` counts those left out), whether it takes tasks and the task it still runs. The
+ * agent's announces and doctor's dry run are the same payload.
+ */
+export function announcePayload(
+  backend: Pick<Backend, 'name' | 'models' | 'features' | 'identities'>,
+  state: { available: boolean; runningTask: string | null },
+): { payload: AnnouncePayload; dropped: number } {
+  const { identities, dropped } = announcedIdentities(backend.identities());
+  return {
+    payload: {
+      agent_version: AGENT_VERSION,
+      backend: backend.name,
+      models: backend.models(),
+      features: backend.features,
+      available: state.available,
+      running_task: state.runningTask,
+      identities,
+    },
+    dropped,
+  };
 }

@@ -93,6 +93,13 @@ export const chatParamsSchema = z.object({
   include_stop_str_in_output: z.boolean().optional(),
   /** Whether the device should report usage; always true, devices report it when they can. */
   stream_usage: z.boolean().optional(),
+  /**
+   * A resumed task (docs/architecture.md, "Resume"): the answer so far, which another device
+   * produced and the client already has. The device's runtime continues an assistant reply that
+   * begins with this text, and the device sends only what follows it; `max_tokens` is already
+   * reduced by the tokens of the prefix. Sent only to a device that declares the `continue` feature.
+   */
+  assistant_prefix: z.string().min(1).max(4_000_000).optional(),
 });
 export type ChatParams = z.infer<typeof chatParamsSchema>;
 
@@ -106,8 +113,10 @@ export const FEATURES = [
   'stream_usage',
   'logit_bias',
   'reasoning_effort',
-  // Last: presence lists and announces carry names, so a new feature only needs adding here.
   'web_search',
+  // Last: presence lists and announces carry names, so a new feature only needs adding here.
+  /** Continues an assistant reply from a given prefix (a resumed task's `assistant_prefix`). */
+  'continue',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 
@@ -153,6 +162,9 @@ export function requirements(params: ChatParams, streamUsage: boolean): Requirem
   }
   if (params.web_search_options) {
     needs.push({ feature: 'web_search', param: 'web_search_options' });
+  }
+  if (params.assistant_prefix !== undefined) {
+    needs.push({ feature: 'continue', param: 'assistant_prefix' });
   }
   return needs;
 }

@@ -22,13 +22,21 @@ export interface Recorded {
   completed: boolean;
 }
 
-/** Answers one chat request; `rec` is its record. */
-export type ChatHandler = (ctx: {
+/** What a chat handler is given: the request, its record, and what the runtime continues. */
+export interface ChatContext {
   req: IncomingMessage;
   res: ServerResponse;
   body: any;
   rec: Recorded;
-}) => Promise<void>;
+  /**
+   * The text of the final assistant message the runtime continues (its assistant prefill), decided as
+   * the real runtime decides it (see each fake's `continued`); undefined when it starts a new reply.
+   */
+  prefix?: string;
+}
+
+/** Answers one chat request; `rec` is its record. */
+export type ChatHandler = (ctx: ChatContext) => Promise<void>;
 
 abstract class FakeRuntime {
   readonly requests: Recorded[] = [];
@@ -99,7 +107,7 @@ abstract class FakeRuntime {
     return this.chats()[n - 1];
   }
 
-  protected abstract route(method: string, path: string): ((ctx: Parameters<ChatHandler>[0]) => Promise<void>) | null;
+  protected abstract route(method: string, path: string): ((ctx: ChatContext) => Promise<void>) | null;
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -154,17 +162,81 @@ async function pause(res: ServerResponse, ms: number): Promise<boolean> {
 const json = (res: ServerResponse, status: number, body: unknown) =>
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 
+/** A message's text: a string, OpenAI's text parts joined, or '' for null. */
+function textOf(content: unknown): string {
+  if (typeof content === 'string') {
+    return content;
+  }
+  return Array.isArray(content) ? content.map((p: any) => (typeof p?.text === 'string' ? p.text : '')).join('') : '';
+}
+
+/** A fake runtime's tokens: words with their leading whitespace; they join back to the text. */
+export function textPieces(text: string): string[] {
+  return text.match(/\s*\S+|\s+$/g) ?? [];
+}
+
+/**
+ * The reply {@link FakeOllama.conversation} and {@link FakeOpenAI.conversation} give: a fixed text
+ * derived from the conversation's last user message, so that a request always gets the same text, and
+ * a continued one the rest of it.
+ */
+export function conversationText(messages: unknown): string {
+  const list = Array.isArray(messages) ? messages : [];
+  const question = textOf([...list].reverse().find((m: any) => m?.role === 'user')?.content);
+  return `You asked: ${question} Here is the answer, one word at a time, the same every time you ask.`;
+}
+
+/**
+ * What a runtime continuing `prefix` emits of a reply whose uninterrupted pieces are `all`: the pieces
+ * after the prefix (the first one cut where the prefix ends inside it), and the prefix's tokens, which
+ * the runtime counts as prompt (the pieces it covers). A prefix that is not the start of the reply is
+ * someone else's text: the whole reply follows it.
+ */
+export function afterPrefix(all: string[], prefix: string | undefined): { rest: string[]; prefixTokens: number } {
+  if (prefix === undefined) {
+    return { rest: all, prefixTokens: 0 };
+  }
+  if (!all.join('').startsWith(prefix)) {
+    return { rest: all, prefixTokens: textPieces(prefix).length };
+  }
+  let consumed = 0;
+  let covered = 0;
+  while (covered < all.length && consumed + all[covered].length <= prefix.length) {
+    consumed += all[covered].length;
+    covered++;
+  }
+  const rest = all.slice(covered);
+  if (consumed < prefix.length) {
+    rest[0] = rest[0].slice(prefix.length - consumed);
+    covered++;
+  }
+  return { rest, prefixTokens: covered };
+}
+
+/**
+ * A runtime that fails mid-answer, after `chunks` content chunks: with its own error in the stream
+ * (`error`, the default: Ollama's `{"error": "..."}` line, vLLM's error event), or by dropping the
+ * connection (`close`: the runtime's process died).
+ */
+export interface StreamBreak {
+  chunks: number;
+  how?: 'error' | 'close';
+  message?: string;
+}
+
 // ---------------------------------------------------------------------------------------------- Ollama
 
 export interface OllamaReply {
-  /** Content pieces, one NDJSON line each. */
+  /** Content pieces, one NDJSON line each; a continued reply sends those after the prefix. */
   content?: string[];
-  /** Thinking pieces, sent before the content. */
+  /** Thinking pieces, sent before the content (not in a continued reply: the answer had begun). */
   thinking?: string[];
   /** Tool calls, sent in one line as Ollama does (arguments as objects). */
   toolCalls?: { name: string; arguments: Record<string, unknown> }[];
   doneReason?: 'stop' | 'length';
+  /** The prompt's tokens (default 26); a continued prefix's tokens are added, as Ollama counts them. */
   promptEvalCount?: number;
+  /** Default: the content lines sent. */
   evalCount?: number;
   /** Silence before the first line (model load, prompt evaluation). */
   firstLineDelayMs?: number;
@@ -172,6 +244,22 @@ export interface OllamaReply {
   intervalMs?: number;
   /** Attach logprobs to each content line. */
   logprobs?: boolean;
+  /** Fail after this many content lines instead of finishing. */
+  breakAfter?: StreamBreak;
+}
+
+/** Ollama's message for a runner that failed mid-answer. */
+const OLLAMA_RUNNER_ERROR = 'an error was encountered while running the model';
+
+/** Whether a version string (`0.12.11`) is at least `min`. */
+function versionAtLeast(version: string, min: number[]): boolean {
+  const parts = version.split(/[.-]/).slice(0, 3).map(Number);
+  for (let i = 0; i < min.length; i++) {
+    if ((parts[i] ?? 0) !== min[i]) {
+      return (parts[i] ?? 0) > min[i];
+    }
+  }
+  return true;
 }
 
 /** A fake Ollama: /api/version, /api/tags and /api/chat with NDJSON streaming. */
@@ -184,6 +272,26 @@ export class FakeOllama extends FakeRuntime {
   constructor(models: string[] = []) {
     super();
     this.models = models;
+  }
+
+  /**
+   * What Ollama continues: from 0.2.8 a conversation that ends with assistant messages ends its prompt
+   * with their text, left open (consecutive messages of a role are merged, joined by a blank line).
+   */
+  continued(body: any): string | undefined {
+    const messages: any[] = Array.isArray(body?.messages) ? body.messages : [];
+    let first = messages.length;
+    while (first > 0 && messages[first - 1]?.role === 'assistant') {
+      first--;
+    }
+    if (first === messages.length || !versionAtLeast(this.version, [0, 2, 8])) {
+      return undefined;
+    }
+    const text = messages
+      .slice(first)
+      .map((m) => textOf(m.content))
+      .join('\n\n');
+    return text === '' ? undefined : text;
   }
 
   protected route(method: string, path: string) {
@@ -211,36 +319,55 @@ export class FakeOllama extends FakeRuntime {
         });
     }
     if (method === 'POST' && path === '/api/chat') {
-      return async (ctx: Parameters<ChatHandler>[0]) => {
+      return async (ctx: ChatContext) => {
         const handler = this.chatHandler(String(ctx.body?.model));
         if (!handler) {
           json(ctx.res, 404, { error: `model '${String(ctx.body?.model)}' not found` });
           return;
         }
-        await handler(ctx);
+        await handler({ ...ctx, prefix: this.continued(ctx.body) });
       };
     }
     return null;
   }
 
-  /** A handler that streams a reply the way Ollama does. */
+  /** A handler that streams {@link conversationText}, continued where the request's prefix ends. */
+  static conversation(reply: Omit<OllamaReply, 'content'> = {}): ChatHandler {
+    return (ctx) => FakeOllama.reply({ ...reply, content: textPieces(conversationText(ctx.body?.messages)) })(ctx);
+  }
+
+  /** A handler that streams a reply the way Ollama does (the rest of it after a continued prefix). */
   static reply(reply: OllamaReply): ChatHandler {
-    return async ({ res, body }) => {
+    return async ({ res, body, prefix }) => {
       const model = String(body.model);
       const created = () => new Date().toISOString();
       const line = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
+      const { rest, prefixTokens } = afterPrefix(reply.content ?? [], prefix);
+      const thinking = prefix === undefined ? (reply.thinking ?? []) : [];
+      const broken = reply.breakAfter;
+      const sent = broken ? rest.slice(0, broken.chunks) : rest;
       if (!(await pause(res, reply.firstLineDelayMs ?? 0))) {
+        return;
+      }
+      if (broken && (broken.how ?? 'error') === 'error' && sent.length === 0 && thinking.length === 0) {
+        // Nothing written yet: Ollama answers the error with a status instead.
+        json(res, 500, { error: broken.message ?? OLLAMA_RUNNER_ERROR });
         return;
       }
       // Ollama writes its headers with the first line.
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      for (const thinking of reply.thinking ?? []) {
-        line({ model, created_at: created(), message: { role: 'assistant', content: '', thinking }, done: false });
+      for (const piece of thinking) {
+        line({
+          model,
+          created_at: created(),
+          message: { role: 'assistant', content: '', thinking: piece },
+          done: false,
+        });
         if (!(await pause(res, reply.intervalMs ?? 0))) {
           return;
         }
       }
-      for (const content of reply.content ?? []) {
+      for (const content of sent) {
         const logprobs = reply.logprobs
           ? {
               logprobs: [
@@ -260,6 +387,16 @@ export class FakeOllama extends FakeRuntime {
         if (!(await pause(res, reply.intervalMs ?? 0))) {
           return;
         }
+      }
+      if (broken) {
+        if ((broken.how ?? 'error') === 'close') {
+          res.destroy();
+        } else {
+          // As Ollama's streamResponse does: the error as a line of its own, and the stream ends.
+          line({ error: broken.message ?? OLLAMA_RUNNER_ERROR });
+          res.end();
+        }
+        return;
       }
       if (reply.toolCalls) {
         line({
@@ -281,9 +418,9 @@ export class FakeOllama extends FakeRuntime {
         done_reason: reply.doneReason ?? 'stop',
         total_duration: 4_883_583_458,
         load_duration: 1_334_875,
-        prompt_eval_count: reply.promptEvalCount ?? 26,
+        prompt_eval_count: (reply.promptEvalCount ?? 26) + prefixTokens,
         prompt_eval_duration: 342_546_000,
-        eval_count: reply.evalCount ?? reply.content?.length ?? 0,
+        eval_count: reply.evalCount ?? rest.length,
         eval_duration: 4_535_599_000,
       });
       res.end();
@@ -299,20 +436,35 @@ export class FakeOllama extends FakeRuntime {
 // ---------------------------------------------------------------------------------------------- OpenAI
 
 export interface OpenAIReply {
-  /** Content pieces per choice (index = choice). */
+  /** Content pieces per choice (index = choice); a continued reply sends those after the prefix. */
   choices?: string[][];
-  /** Reasoning pieces for choice 0, sent first as `reasoning_content`. */
+  /** Reasoning pieces for choice 0, sent first as `reasoning_content` (not in a continued reply). */
   reasoning?: string[];
   /** Tool calls of choice 0, each sent in fragments: id and name, then the arguments in pieces. */
   toolCalls?: { id: string; name: string; arguments: string[] }[];
   finishReason?: 'stop' | 'length' | 'tool_calls';
+  /**
+   * As given; by default 12 prompt tokens (and a continued prefix's tokens, as the server counts them)
+   * and the longest choice's pieces sent.
+   */
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   firstChunkDelayMs?: number;
   intervalMs?: number;
   logprobs?: boolean;
+  /** Fail after this many content steps (one chunk per choice each) instead of finishing. */
+  breakAfter?: StreamBreak;
 }
 
-/** A fake OpenAI-compatible server (vLLM-like): /v1/models and /v1/chat/completions with SSE. */
+/** What the fake answers a continuation request it refuses with: the status and the server's own error body. */
+interface Refusal {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * A fake OpenAI-compatible server: /v1/models and /v1/chat/completions with SSE, vLLM by default
+ * (`ownedBy` `vllm`); `llamacpp` makes it llama.cpp's server, anything else another server (LM Studio).
+ */
 export class FakeOpenAI extends FakeRuntime {
   models: string[] = [];
   ownedBy = 'vllm';
@@ -324,6 +476,41 @@ export class FakeOpenAI extends FakeRuntime {
 
   get baseUrl(): string {
     return `${this.url}/v1`;
+  }
+
+  /**
+   * What the server continues. vLLM: the final assistant message, only with `continue_final_message:
+   * true` and `add_generation_prompt: false` (both true is an error). llama.cpp: a final assistant message
+   * always (its assistant prefill; two at the end is an error, and so is continue_final_message with
+   * add_generation_prompt true). Another server answers a new reply after it.
+   */
+  continued(body: any): { prefix?: string } | Refusal {
+    const messages: any[] = Array.isArray(body?.messages) ? body.messages : [];
+    const last = messages.at(-1);
+    const prefix = last?.role === 'assistant' ? textOf(last.content) : undefined;
+    const continues = Boolean(body?.continue_final_message);
+    if (this.ownedBy === 'vllm') {
+      if (!continues) {
+        return {};
+      }
+      if (body.add_generation_prompt !== false) {
+        // vLLM's validator refuses both true; left out, add_generation_prompt defaults to true and the
+        // chat template refuses the pair.
+        return vllmRefusal('continue_final_message and add_generation_prompt are not compatible.');
+      }
+      return { prefix };
+    }
+    if (this.ownedBy === 'llamacpp') {
+      if (continues && body.add_generation_prompt === true) {
+        // Builds since ggml-org/llama.cpp#23012 refuse the pair, as vLLM does (the wording is the fake's).
+        return llamaCppRefusal('Cannot use continue_final_message together with add_generation_prompt.');
+      }
+      if (prefix !== undefined && messages.at(-2)?.role === 'assistant') {
+        return llamaCppRefusal('Cannot have 2 or more assistant messages at the end of the list.');
+      }
+      return { prefix };
+    }
+    return {};
   }
 
   protected route(method: string, path: string) {
@@ -343,14 +530,19 @@ export class FakeOpenAI extends FakeRuntime {
         });
     }
     if (method === 'POST' && path === '/v1/chat/completions') {
-      return async (ctx: Parameters<ChatHandler>[0]) => {
+      return async (ctx: ChatContext) => {
         const model = String(ctx.body?.model);
         const handler = this.chatHandler(model);
         if (!handler) {
           FakeOpenAI.sendError(ctx.res, 404, `The model \`${model}\` does not exist.`, 'NotFoundError', 404);
           return;
         }
-        await handler(ctx);
+        const continued = this.continued(ctx.body);
+        if ('status' in continued) {
+          json(ctx.res, continued.status, continued.body);
+          return;
+        }
+        await handler({ ...ctx, prefix: continued.prefix });
       };
     }
     return null;
@@ -360,9 +552,21 @@ export class FakeOpenAI extends FakeRuntime {
     json(res, status, { error: { message, type, param: null, code } });
   }
 
-  /** A handler that streams `chat.completion.chunk` events the way vLLM does, then `[DONE]`. */
+  /** A handler that streams {@link conversationText} (for every choice asked), continued where the request's prefix ends. */
+  static conversation(reply: Omit<OpenAIReply, 'choices'> = {}): ChatHandler {
+    return (ctx) => {
+      const text = textPieces(conversationText(ctx.body?.messages));
+      const n = typeof ctx.body?.n === 'number' ? ctx.body.n : 1;
+      return FakeOpenAI.reply({ ...reply, choices: Array.from({ length: n }, () => text) })(ctx);
+    };
+  }
+
+  /**
+   * A handler that streams `chat.completion.chunk` events the way vLLM does, then `[DONE]` (the rest of
+   * each choice after a continued prefix).
+   */
   static reply(reply: OpenAIReply): ChatHandler {
-    return async ({ res, body }) => {
+    return async ({ res, body, prefix }) => {
       const id = 'chatcmpl-3f1c2a9e8b7d4c6e';
       const base = { id, object: 'chat.completion.chunk', created: 1_715_000_123, model: String(body.model) };
       const send = (choices: unknown[], extra: Record<string, unknown> = {}) =>
@@ -372,18 +576,20 @@ export class FakeOpenAI extends FakeRuntime {
       if (!(await pause(res, reply.firstChunkDelayMs ?? 0))) {
         return;
       }
-      const choices = reply.choices ?? [[]];
+      const continued = (reply.choices ?? [[]]).map((pieces) => afterPrefix(pieces, prefix));
+      const choices = continued.map((c) => c.rest);
       choices.forEach((_, index) =>
         send([{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]),
       );
-      for (const reasoning of reply.reasoning ?? []) {
+      for (const reasoning of prefix === undefined ? (reply.reasoning ?? []) : []) {
         send([{ index: 0, delta: { reasoning_content: reasoning }, logprobs: null, finish_reason: null }]);
         if (!(await wait())) {
           return;
         }
       }
       const longest = Math.max(...choices.map((c) => c.length));
-      for (let step = 0; step < longest; step++) {
+      const steps = reply.breakAfter ? Math.min(reply.breakAfter.chunks, longest) : longest;
+      for (let step = 0; step < steps; step++) {
         const out = choices.flatMap((pieces, index) => {
           if (step >= pieces.length) {
             return [];
@@ -410,6 +616,19 @@ export class FakeOpenAI extends FakeRuntime {
         if (!(await wait())) {
           return;
         }
+      }
+      if (reply.breakAfter) {
+        if ((reply.breakAfter.how ?? 'error') === 'close') {
+          res.destroy();
+        } else {
+          // vLLM's stream generator on an exception: the error as an event, then [DONE].
+          const message = reply.breakAfter.message ?? 'CUDA error: an illegal memory access was encountered';
+          res.write(
+            `data: ${JSON.stringify({ error: { message, type: 'InternalServerError', param: null, code: 500 } })}\n\n`,
+          );
+          res.end('data: [DONE]\n\n');
+        }
+        return;
       }
       for (const [position, call] of (reply.toolCalls ?? []).entries()) {
         send([
@@ -447,8 +666,9 @@ export class FakeOpenAI extends FakeRuntime {
         ]),
       );
       if (body.stream_options?.include_usage) {
+        const prompt = 12 + (continued[0]?.prefixTokens ?? 0);
         send([], {
-          usage: reply.usage ?? { prompt_tokens: 12, completion_tokens: longest, total_tokens: 12 + longest },
+          usage: reply.usage ?? { prompt_tokens: prompt, completion_tokens: longest, total_tokens: prompt + longest },
         });
       }
       res.end('data: [DONE]\n\n');
@@ -459,4 +679,14 @@ export class FakeOpenAI extends FakeRuntime {
   static error(status: number, message: string, type = 'BadRequestError'): ChatHandler {
     return async ({ res }) => FakeOpenAI.sendError(res, status, message, type, status);
   }
+}
+
+/** vLLM's 400 for a request its validation refuses. */
+function vllmRefusal(message: string): Refusal {
+  return { status: 400, body: { error: { message, type: 'BadRequestError', param: null, code: 400 } } };
+}
+
+/** llama.cpp's server's 400, in its own error shape. */
+function llamaCppRefusal(message: string): Refusal {
+  return { status: 400, body: { error: { code: 400, message, type: 'invalid_request_error' } } };
 }

@@ -1,5 +1,6 @@
 import type { ChatParams } from '@app/common/protocol/chat';
 import { BackendError } from './backend';
+import { withAssistantPrefix } from './upstream/assistant-prefix';
 
 /** OpenAI carries tool arguments as a JSON string; Ollama wants the object. */
 function toolArguments(raw: string, where: string): Record<string, unknown> {
@@ -19,6 +20,8 @@ function toolArguments(raw: string, where: string): Record<string, unknown> {
  * The /api/chat request for a task: OpenAI's messages in Ollama's shape (tool call arguments as
  * objects, tool results with the `tool_name` of the call they answer), `format`, `think`, and the
  * sampling options under `options`. `thinkLevels: false` sends `think: true` instead of a level.
+ * A resumed task's `assistant_prefix` becomes the final assistant message, which Ollama continues
+ * (since 0.2.8: its prompt ends with that message's text, left open).
  */
 export function ollamaChatRequest(model: string, params: ChatParams, thinkLevels = true): Record<string, unknown> {
   const callNames = new Map<string, string>();
@@ -27,7 +30,11 @@ export function ollamaChatRequest(model: string, params: ChatParams, thinkLevels
       callNames.set(call.id, call.function.name);
     }
   }
-  const messages = params.messages.map((m, i) => {
+  const conversation =
+    params.assistant_prefix === undefined
+      ? params.messages
+      : withAssistantPrefix(params.messages, params.assistant_prefix, true);
+  const messages = conversation.map((m, i) => {
     switch (m.role) {
       case 'system':
       case 'user':

@@ -1,7 +1,7 @@
 import type { ChatParams } from '@app/common/protocol/chat';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
-import { ollamaIdentity, versionAtLeast } from './ollama.backend';
+import { ollamaFeatures, ollamaIdentity, versionAtLeast } from './ollama.backend';
 
 const line = (value: unknown) => JSON.stringify(value);
 const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -12,6 +12,37 @@ const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> 
     done: false,
     ...extra,
   });
+
+void describe('ollamaChatRequest: a resumed task (assistant_prefix)', () => {
+  const question: ChatParams['messages'] = [{ role: 'user', content: 'Name three rivers.' }];
+
+  void it('sends the answer so far as the final assistant message, which Ollama continues', () => {
+    const body = ollamaChatRequest('m', { messages: question, max_tokens: 20, assistant_prefix: 'The Rhine, the' });
+    expect(body.messages).toEqual([...question, { role: 'assistant', content: 'The Rhine, the' }]);
+    expect(body.options).toEqual({ num_predict: 20 });
+    expect('assistant_prefix' in body).toBe(false);
+  });
+
+  void it('joins a trailing assistant message, which Ollama continued the first time', () => {
+    const body = ollamaChatRequest('m', {
+      messages: [...question, { role: 'assistant', content: 'Sure: ' }],
+      max_tokens: 20,
+      assistant_prefix: 'the Rhine',
+    });
+    expect(body.messages).toEqual([...question, { role: 'assistant', content: 'Sure: the Rhine' }]);
+  });
+});
+
+void describe('ollamaFeatures', () => {
+  void it('adds continue from 0.2.8 and logprobs from 0.12.11, neither for an unknown version', () => {
+    expect(ollamaFeatures('0.2.7')).not.toContain('continue');
+    expect(ollamaFeatures('0.2.8')).toContain('continue');
+    expect(ollamaFeatures('0.2.8')).not.toContain('logprobs');
+    expect(ollamaFeatures('0.12.11')).toEqual(expect.arrayContaining(['continue', 'logprobs', 'tools']));
+    expect(ollamaFeatures(null)).not.toContain('continue');
+    expect(ollamaFeatures('0.0.0')).not.toContain('continue');
+  });
+});
 
 void describe('ollamaChatRequest: web search and stop text', () => {
   void it('passes web_search_options on, and leaves the stop strings to the device when they are kept', () => {

@@ -17,14 +17,32 @@ import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, watched } from './upstream/upstre
 /**
  * What Ollama's /api/chat honours: tools, `format` ("json" or a JSON schema), the usage counts of its
  * final line, and `think`. Not `n` nor `logit_bias`, which it silently ignores (a client would get one
- * choice, or an unbiased answer, that looks right). `logprobs` only from the version that added it.
+ * choice, or an unbiased answer, that looks right). `logprobs` and `continue` only from the versions
+ * that added them (see {@link ollamaFeatures}).
  */
 export const OLLAMA_FEATURES: Feature[] = ['tools', 'json_object', 'json_schema', 'stream_usage', 'reasoning_effort'];
 /** Ollama 0.12.11 added `logprobs` / `top_logprobs` to /api/chat; older versions drop them without a word. */
 export const OLLAMA_LOGPROBS_SINCE = [0, 12, 11] as const;
+/**
+ * Ollama 0.2.8 continues a final assistant message ("preserve last assistant message", ollama#5802):
+ * the prompt ends with its text instead of closing it. Older versions would start a new reply.
+ */
+export const OLLAMA_CONTINUE_SINCE = [0, 2, 8] as const;
 
 /** Ollama's answer when a `think` level is sent to a model that only takes true/false (levels are gpt-oss's). */
 const THINK_LEVEL_REFUSED = /think value .* is not supported/i;
+
+/** The features of an Ollama of this version (null when it does not say): the base set, and those that came later. */
+export function ollamaFeatures(version: string | null): Feature[] {
+  const features = [...OLLAMA_FEATURES];
+  if (versionAtLeast(version, OLLAMA_LOGPROBS_SINCE)) {
+    features.push('logprobs');
+  }
+  if (versionAtLeast(version, OLLAMA_CONTINUE_SINCE)) {
+    features.push('continue');
+  }
+  return features;
+}
 
 /** Whether a version string (`0.12.11`, `0.13.0-rc1`) is at least `min`; unknown and dev (`0.0.0`) builds are not. */
 export function versionAtLeast(version: string | null, min: readonly number[]): boolean {
@@ -121,10 +139,12 @@ export class OllamaBackend extends UpstreamBackend {
         identities.set(name, ollamaIdentity(entry));
       }
     }
-    const features = versionAtLeast(version, OLLAMA_LOGPROBS_SINCE)
-      ? [...OLLAMA_FEATURES, 'logprobs' as const]
-      : OLLAMA_FEATURES;
-    return { models, identities, features, runtime: `ollama ${version ?? '(version unknown)'}` };
+    return {
+      models,
+      identities,
+      features: ollamaFeatures(version),
+      runtime: `ollama ${version ?? '(version unknown)'}`,
+    };
   }
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

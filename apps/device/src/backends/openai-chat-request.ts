@@ -1,8 +1,32 @@
 import type { ChatParams } from '@app/common/protocol/chat';
+import { withAssistantPrefix } from './upstream/assistant-prefix';
 
-/** The /chat/completions request for a task: the params as they are, streamed, with usage in the stream. */
-export function openaiChatRequest(model: string, params: ChatParams): Record<string, unknown> {
-  const messages = params.messages.map((m) => ({
+/**
+ * Which OpenAI-compatible server answers, as far as the request depends on it: vLLM, llama.cpp's
+ * server (each known from its /models `owned_by`), or another one.
+ */
+export type OpenAIServer = 'vllm' | 'llamacpp' | 'other';
+
+/**
+ * The /chat/completions request for a task: the params as they are, streamed, with usage in the stream.
+ * A resumed task's `assistant_prefix` becomes the final assistant message, with vLLM's
+ * `continue_final_message: true, add_generation_prompt: false` (the final message is left open and
+ * continued). llama.cpp's server continues a final assistant message by itself (its assistant
+ * prefill, on by default) and, since it took vLLM's flags, also when started with
+ * --no-prefill-assistant; older builds ignore `continue_final_message`, and their prefill sets the
+ * generation prompt itself. Another server is sent vLLM's form (only an operator's --features
+ * declares `continue` for one).
+ */
+export function openaiChatRequest(
+  model: string,
+  params: ChatParams,
+  server: OpenAIServer = 'other',
+): Record<string, unknown> {
+  const prefix = params.assistant_prefix;
+  // llama.cpp prefills a trailing assistant message too, so the answer so far is its continuation.
+  const conversation =
+    prefix === undefined ? params.messages : withAssistantPrefix(params.messages, prefix, server === 'llamacpp');
+  const messages = conversation.map((m) => ({
     role: m.role,
     content: m.content,
     // OpenAI has no name on tool results (the api keeps it there for deprecated function results).
@@ -43,6 +67,11 @@ export function openaiChatRequest(model: string, params: ChatParams): Record<str
   if (params.logprobs) {
     body.logprobs = true;
     body.top_logprobs = params.top_logprobs ?? 0;
+  }
+  if (prefix !== undefined) {
+    // vLLM refuses both true at once; the defaults are false and true.
+    body.continue_final_message = true;
+    body.add_generation_prompt = false;
   }
   return body;
 }

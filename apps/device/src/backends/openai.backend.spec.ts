@@ -1,7 +1,7 @@
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
-import { openaiIdentity } from './openai.backend';
+import { openaiFeatures, openaiIdentity, openaiServer } from './openai.backend';
 import { SseDecoder } from './upstream/sse';
 
 const event = (data: unknown) => ({ event: 'message', data: typeof data === 'string' ? data : JSON.stringify(data) });
@@ -76,6 +76,63 @@ void describe('openaiChatRequest', () => {
       logprobs: true,
       top_logprobs: 2,
     });
+  });
+});
+
+void describe('openaiChatRequest: a resumed task (assistant_prefix)', () => {
+  const question: ChatParams['messages'] = [{ role: 'user', content: 'Name three rivers.' }];
+  const resumed: ChatParams = { messages: question, max_tokens: 20, assistant_prefix: 'The Rhine, the' };
+
+  void it('sends vLLM the answer so far as the final assistant message, with continue_final_message', () => {
+    const body = openaiChatRequest('m', resumed, 'vllm');
+    expect(body.messages).toEqual([...question, { role: 'assistant', content: 'The Rhine, the' }]);
+    expect(body).toMatchObject({ continue_final_message: true, add_generation_prompt: false, max_tokens: 20 });
+    expect('assistant_prefix' in body).toBe(false);
+  });
+
+  void it("sends llama.cpp's server the same final assistant message, which it prefills", () => {
+    const body = openaiChatRequest('m', resumed, 'llamacpp');
+    expect(body.messages).toEqual([...question, { role: 'assistant', content: 'The Rhine, the' }]);
+    expect(body).toMatchObject({ continue_final_message: true, add_generation_prompt: false });
+  });
+
+  void it('joins a trailing assistant message for llama.cpp (which continued it), and follows it for vLLM', () => {
+    const prefilled: ChatParams = {
+      ...resumed,
+      messages: [...question, { role: 'assistant', content: 'Sure: ' }],
+      assistant_prefix: 'the Rhine',
+    };
+    expect(openaiChatRequest('m', prefilled, 'llamacpp').messages).toEqual([
+      ...question,
+      { role: 'assistant', content: 'Sure: the Rhine' },
+    ]);
+    expect(openaiChatRequest('m', prefilled, 'vllm').messages).toEqual([
+      ...question,
+      { role: 'assistant', content: 'Sure: ' },
+      { role: 'assistant', content: 'the Rhine' },
+    ]);
+  });
+
+  void it('sends no continuation fields without a prefix', () => {
+    const body = openaiChatRequest('m', { messages: question, max_tokens: 20 }, 'vllm');
+    expect(body.messages).toEqual(question);
+    expect('continue_final_message' in body || 'add_generation_prompt' in body).toBe(false);
+  });
+});
+
+void describe('openaiFeatures', () => {
+  void it('declares continue for vLLM and llama.cpp only, and n except for llama.cpp', () => {
+    expect(openaiServer(['vllm'])).toBe('vllm');
+    expect(openaiServer(['llamacpp'])).toBe('llamacpp');
+    expect(openaiServer(['organization-owner'])).toBe('other');
+    expect(openaiServer(['vllm', 'llamacpp'])).toBe('other');
+    expect(openaiServer([])).toBe('other');
+    expect(openaiFeatures(['vllm'])).toEqual(expect.arrayContaining(['n', 'continue']));
+    expect(openaiFeatures(['llamacpp'])).toContain('continue');
+    expect(openaiFeatures(['llamacpp'])).not.toContain('n');
+    // LM Studio (and a proxy before several servers) may start a new reply after the prefix.
+    expect(openaiFeatures(['organization-owner'])).not.toContain('continue');
+    expect(openaiFeatures([])).not.toContain('continue');
   });
 });
 

@@ -1,6 +1,7 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta, Feature } from '@app/common/protocol/chat';
 import type { BackendResult, BackendTask, DeltaSink } from './backend';
+import type { OpenAIServer } from './openai-chat-request';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
 import { BackendError, cancelledError, isCancellation } from './backend';
@@ -20,6 +21,7 @@ import { CONNECT_TIMEOUT_MS, MAX_CHOICES, PROBE_TIMEOUT_MS, watched } from './up
  * logprobs, logit_bias, usage in the stream (stream_options.include_usage), and n (vLLM). Not
  * reasoning_effort: vLLM uses it for gpt-oss only and llama.cpp not at all, so declaring it would
  * promise reasoning that most servers do not give; an operator who knows better adds it with --features.
+ * `continue` comes once a probe has seen which server answers ({@link openaiFeatures}).
  */
 export const OPENAI_FEATURES: Feature[] = [
   'tools',
@@ -33,6 +35,36 @@ export const OPENAI_FEATURES: Feature[] = [
 
 /** llama.cpp's server (its /models say `owned_by: "llamacpp"`) refuses n > 1: "Only one completion choice is allowed". */
 const SINGLE_CHOICE_SERVERS = new Set(['llamacpp']);
+
+/**
+ * The server, from the `owned_by` of its /models entries: vLLM or llama.cpp when every entry says so.
+ * Any other (LM Studio, a proxy in front of several) is `other`.
+ */
+export function openaiServer(owners: string[]): OpenAIServer {
+  if (owners.length > 0 && owners.every((o) => o === 'vllm')) {
+    return 'vllm';
+  }
+  if (owners.length > 0 && owners.every((o) => o === 'llamacpp')) {
+    return 'llamacpp';
+  }
+  return 'other';
+}
+
+/**
+ * The features of a server with these `owned_by`s: not `n` where llama.cpp answers, and `continue` only
+ * from the servers known to continue a final assistant message (vLLM's continue_final_message,
+ * llama.cpp's assistant prefill). Another server would answer a new reply after the answer so far, a
+ * wrong answer that looks right.
+ */
+export function openaiFeatures(owners: string[]): Feature[] {
+  const features = owners.some((o) => SINGLE_CHOICE_SERVERS.has(o))
+    ? OPENAI_FEATURES.filter((f) => f !== 'n')
+    : [...OPENAI_FEATURES];
+  if (openaiServer(owners) !== 'other') {
+    features.push('continue');
+  }
+  return features;
+}
 
 /** An entry of an OpenAI-compatible server's /models, as far as the agent reads it. */
 interface OpenAIModelEntry {
@@ -55,6 +87,8 @@ export class OpenAIBackend extends UpstreamBackend {
   readonly name = 'openai';
   private readonly base: URL;
   protected readonly monitor: UpstreamMonitor;
+  /** What the last probe found answering; a resumed task's request depends on it. */
+  private server: OpenAIServer = 'other';
 
   constructor(
     private readonly options: UpstreamOptions,
@@ -100,7 +134,6 @@ export class OpenAIBackend extends UpstreamBackend {
     const models: string[] = [];
     const identities = new Map<string, RuntimeIdentity>();
     const owners = [...new Set(entries.map((m) => m?.owned_by).filter((o): o is string => typeof o === 'string'))];
-    const single = owners.some((o) => SINGLE_CHOICE_SERVERS.has(o));
     // llama.cpp's server runs one model and describes it in /props, not in its model list.
     const props = owners.includes('llamacpp') ? await this.llamaCppProps(signal) : null;
     for (const entry of entries) {
@@ -110,10 +143,11 @@ export class OpenAIBackend extends UpstreamBackend {
         identities.set(id, props ?? openaiIdentity(entry));
       }
     }
+    this.server = openaiServer(owners);
     return {
       models,
       identities,
-      features: single ? OPENAI_FEATURES.filter((f) => f !== 'n') : OPENAI_FEATURES,
+      features: openaiFeatures(owners),
       runtime: owners.join(',') || 'openai-compatible',
     };
   }
@@ -162,7 +196,7 @@ export class OpenAIBackend extends UpstreamBackend {
       method: 'POST',
       url,
       apiKey: this.options.apiKey,
-      body: openaiChatRequest(model, params),
+      body: openaiChatRequest(model, params, this.server),
       signal,
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
     });

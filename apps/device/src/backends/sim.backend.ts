@@ -1,23 +1,13 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from '@app/common/protocol/chat';
+import type { ChoiceDelta, Feature, Usage } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type { ModelIdentity } from '@app/common/protocol/messages';
 import type { Backend, BackendResult, BackendTask, DeltaSink } from './backend';
 import { abortableSleep, cancelledError } from './backend';
-import {
-  Prng,
-  choiceSeed,
-  countWords,
-  derive,
-  isRecord,
-  sampleSchema,
-  tokenLogprob,
-  tokenizeText,
-  toolCall,
-  truncateAtStop,
-  wordTokens,
-} from './sim-generation';
+import { planContinuation } from './sim-continuation';
+import { countWords } from './sim-generation';
+import { planReply } from './sim-plan';
 
 /**
  * The `sim` backend: a deterministic stand-in for a model, for demos, load tests and capacity
@@ -25,7 +15,8 @@ import {
  * messages' contents and the choice index picks words from a fixed vocabulary), paced like a real
  * runtime: the first token after `ttftMs`, then `tokensPerSecond`. It honours the request fields a
  * real runtime would (max_tokens, stop, n, tools, response_format, logprobs, reasoning_effort) so
- * that every path of the relay can be exercised without a GPU.
+ * that every path of the relay can be exercised without a GPU, and continues an assistant prefix (a
+ * resumed task) exactly where its uninterrupted reply would have gone on.
  */
 export interface SimOptions {
   models: string[];
@@ -51,8 +42,6 @@ export const SIM_DEFAULTS = {
   features: FEATURES.filter((f) => f !== 'web_search'),
 } as const;
 
-/** How many reasoning words precede the content for each effort: enough to show the deltas, cheap to emit. */
-const REASONING_WORDS = { low: 4, medium: 8, high: 16 } as const;
 /** With no pacing, hand the event loop back this often so that a cancel or a socket event gets through. */
 const YIELD_EVERY_STEPS = 32;
 /** The protocol carries at most 8 choices (the api accepts n from 1 to 8). */
@@ -65,17 +54,6 @@ const MAX_CHOICES = 8;
  */
 export function simDigest(model: string): string {
   return `sha256:${createHash('sha256').update(`switchyard-sim/${model}`).digest('hex')}`;
-}
-
-/** One emission of one choice, and what it costs in completion tokens. */
-interface Step {
-  delta: Omit<ChoiceDelta, 'index'>;
-  tokens: number;
-}
-
-interface ChoicePlan {
-  steps: Step[];
-  finish: FinishReason;
 }
 
 export class SimBackend implements Backend {
@@ -119,7 +97,12 @@ export class SimBackend implements Backend {
     }
     const { params } = task;
     const n = Math.min(MAX_CHOICES, Math.max(1, Math.floor(params.n ?? 1)));
-    const plans = Array.from({ length: n }, (_, index) => this.plan(params, index));
+    const prefix = params.assistant_prefix;
+    const plans = Array.from({ length: n }, (_, index) =>
+      prefix === undefined
+        ? planReply(params, index, this.options.tokens)
+        : planContinuation(params, index, this.options.tokens, prefix),
+    );
 
     const { ttftMs, tokensPerSecond } = this.options;
     const interval = tokensPerSecond > 0 ? 1000 / tokensPerSecond : 0;
@@ -155,7 +138,8 @@ export class SimBackend implements Backend {
     }
 
     const completionTokens = plans.reduce((sum, p) => sum + p.steps.reduce((s, step) => s + step.tokens, 0), 0);
-    const promptTokens = params.messages.reduce((sum, m) => sum + countWords(m.content), 0);
+    // A continued reply's prefix is prompt to the sim, as it is to a runtime.
+    const promptTokens = params.messages.reduce((sum, m) => sum + countWords(m.content), 0) + plans[0].prefixTokens;
     const usage: Usage | null = this.features.includes('stream_usage')
       ? {
           prompt_tokens: promptTokens,
@@ -164,72 +148,5 @@ export class SimBackend implements Backend {
         }
       : null;
     return { finish_reasons: plans.map((p) => p.finish), usage };
-  }
-
-  /** Everything one choice will emit, decided before the first token so that pacing is the only work left. */
-  private plan(params: ChatParams, index: number): ChoicePlan {
-    const seed = choiceSeed(params.messages, index);
-    const budget = params.max_tokens;
-    const steps: Step[] = [];
-
-    if (params.reasoning_effort) {
-      const rng = new Prng(derive(seed, 'reasoning'));
-      for (const word of wordTokens(rng, REASONING_WORDS[params.reasoning_effort])) {
-        steps.push({ delta: { reasoning: word }, tokens: 1 });
-      }
-      // Reasoning tokens count against max_tokens, as a runtime counts them.
-      if (steps.length >= budget) {
-        return { steps: steps.slice(0, budget), finish: 'length' };
-      }
-    }
-
-    // After a tool result the model answers in words, so that a client's tool loop comes to an end.
-    const lastRole = params.messages.at(-1)?.role;
-    if (params.tools?.length && params.tool_choice !== 'none' && lastRole !== 'tool') {
-      if (steps.length > budget) {
-        return { steps: steps.slice(0, budget), finish: 'length' };
-      }
-      // A tool call travels whole (the protocol has no partial tool calls), so max_tokens does not cut it.
-      const call = toolCall(params.tools[0], seed);
-      steps.push({
-        delta: { tool_calls: [call] },
-        tokens: tokenizeText(call.function.name + call.function.arguments).length,
-      });
-      return { steps, finish: 'tool_calls' };
-    }
-
-    const pieces = truncateAtStop(
-      this.contentPieces(params, seed),
-      params.stop ?? [],
-      params.include_stop_str_in_output ?? false,
-    );
-    const logprobRng = params.logprobs ? new Prng(derive(seed, 'logprobs')) : null;
-    for (const piece of pieces) {
-      if (steps.length >= budget) {
-        // The reply goes on past max_tokens (the stop string, if any, lies beyond it too).
-        return { steps, finish: 'length' };
-      }
-      const delta: Step['delta'] = { content: piece };
-      if (logprobRng) {
-        delta.logprobs = [tokenLogprob(piece, logprobRng, params.top_logprobs ?? 0)];
-      }
-      steps.push({ delta, tokens: 1 });
-    }
-    return { steps, finish: 'stop' };
-  }
-
-  /** The natural reply, before stop strings and max_tokens: words, or a JSON object in token-sized pieces. */
-  private contentPieces(params: ChatParams, seed: Buffer): string[] {
-    const rng = new Prng(derive(seed, 'content'));
-    const format = params.response_format;
-    if (format?.type === 'json_object' || format?.type === 'json_schema') {
-      const schema = format.type === 'json_schema' ? format.json_schema.schema : undefined;
-      const value =
-        isRecord(schema) && isRecord(schema.properties)
-          ? sampleSchema(schema, rng, 0)
-          : { reply: wordTokens(rng, this.options.tokens).join('') };
-      return tokenizeText(JSON.stringify(value));
-    }
-    return wordTokens(rng, this.options.tokens);
   }
 }

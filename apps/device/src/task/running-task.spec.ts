@@ -38,5 +38,14 @@ describe('RunningTask', () => {
     verbose.recordDelta([{ index: 0, content: 'he' }]);
     verbose.recordDelta([{ index: 0, content: 'llo', reasoning: 'r' }]);
     expect(verbose.logLine('completed', {}).completion).toEqual([{ content: 'hello', reasoning: 'r', tool_calls: [] }]);
+    expect(verbose.logLine('completed', {})).not.toHaveProperty('assistant_prefix');
+  });
+
+  it('logs a resumed task’s answer so far with its prompt, with --log-content only', () => {
+    const resumed = { ...payload, params: { ...payload.params, assistant_prefix: 'The Rhine' } } as AssignPayload;
+    expect(new RunningTask(resumed, connection, true).logLine('completed', {})).toMatchObject({
+      assistant_prefix: 'The Rhine',
+    });
+    expect(new RunningTask(resumed, connection, false).logLine('completed', {})).not.toHaveProperty('assistant_prefix');
   });
 });

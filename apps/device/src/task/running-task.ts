@@ -29,8 +29,9 @@ export class RunningTask {
   private readonly startedAt = performance.now();
   private firstDeltaAt: number | null = null;
   private deltas = 0;
-  /** Kept only with --log-content. */
+  /** Kept only with --log-content; a resumed task's answer so far goes with its prompt. */
   private readonly prompt?: ChatMessage[];
+  private readonly assistantPrefix?: string;
   private readonly output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
 
   constructor(
@@ -45,6 +46,7 @@ export class RunningTask {
     this.requestId = payload.request_id ?? null;
     if (logContent) {
       this.prompt = payload.params.messages;
+      this.assistantPrefix = payload.params.assistant_prefix;
       this.output = [];
     }
   }
@@ -110,7 +112,13 @@ export class RunningTask {
       deltas: this.deltas,
       ttft_ms: this.firstDeltaAt === null ? null : ms(this.firstDeltaAt - this.startedAt),
       total_ms: ms(performance.now() - this.startedAt),
-      ...(this.output ? { prompt: this.prompt, completion: this.output } : {}),
+      ...(this.output
+        ? {
+            prompt: this.prompt,
+            ...(this.assistantPrefix !== undefined ? { assistant_prefix: this.assistantPrefix } : {}),
+            completion: this.output,
+          }
+        : {}),
     };
   }
 }

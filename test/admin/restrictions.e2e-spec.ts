@@ -18,10 +18,11 @@ import { expectStatus } from '../support/expect-status';
 
 /**
  * What an operator decides about who may serve what (issue 12): a device restricted to listed models,
- * an organization kept off the network, an organization's weight; through the admin HTTP API and the
- * CLI, and as a device and a client then see it.
+ * an organization kept off the network, an organization that keeps one device per answer (resume off,
+ * issue 37), an organization's weight; through the admin HTTP API and the CLI, and as a device and a
+ * client then see it.
  */
-describe('admin: device model restrictions, org network switch and weight', () => {
+describe('admin: device model restrictions, org network and resume switches and weight', () => {
   let api: Api;
   let dispatcher: Dispatcher;
   let tenant: Tenant;
@@ -134,6 +135,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
       name: org.org.name,
       limits: { rpm: null, concurrency: null, max_queued: null },
       network: false,
+      resume: true,
       weight: 1,
     });
     let last = await chat();
@@ -149,6 +151,45 @@ describe('admin: device model restrictions, org network switch and weight', () =
     await eventually('the api allowing the network again', async () => (await chat()).status !== 403);
     const listed = (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
     expect(listed.network).toBe(true);
+  });
+
+  test("an org's resume switch is on by default; PATCH turns it off and on, GET shows it; a bad value is 400 and changes nothing", async () => {
+    const org = await createTenant([]);
+    const path = `/admin/orgs/${org.org.name}`;
+    const listed = async () =>
+      (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
+    const stored = () => db().organization.findUniqueOrThrow({ where: { id: org.org.id } });
+    expect((await listed()).resume).toBe(true);
+    expect((await stored()).resume).toBe(true);
+
+    const off = await admin('PATCH', path, { resume: false });
+    expectStatus(off, 200);
+    expect(off.body).toEqual({
+      id: org.org.id,
+      name: org.org.name,
+      limits: { rpm: null, concurrency: null, max_queued: null },
+      network: true,
+      resume: false,
+      weight: 1,
+    });
+    expect((await stored()).resume).toBe(false);
+    expect((await listed()).resume).toBe(false);
+    // Fields left out keep their value: another setting leaves resume off.
+    const weighted = await admin('PATCH', path, { weight: 2 });
+    expect([weighted.body.resume, weighted.body.weight]).toEqual([false, 2]);
+
+    for (const resume of ['yes', 'false', 0, null]) {
+      assertOpenAIError(await admin('PATCH', path, { resume }), 400, 'invalid_request', 'resume');
+    }
+    // A bad resume refuses the whole request: the valid field beside it is not written either.
+    assertOpenAIError(await admin('PATCH', path, { weight: 4, resume: 'yes' }), 400, 'invalid_request', 'resume');
+    const unchanged = await stored();
+    expect([unchanged.resume, unchanged.weight]).toEqual([false, 2]);
+
+    const on = await admin('PATCH', path, { resume: true });
+    expectStatus(on, 200);
+    expect(on.body.resume).toBe(true);
+    expect((await listed()).resume).toBe(true);
   });
 
   test('an org weight is set between 1 and 100; anything else is 400', async () => {
@@ -173,7 +214,7 @@ describe('admin: device model restrictions, org network switch and weight', () =
     expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight).toBe(3);
   });
 
-  test('the CLI: device create --models, device models --set/--clear, org network, org weight', async () => {
+  test('the CLI: device create --models, device models --set/--clear, org network, org resume, org weight', async () => {
     const created = await cli(['--json', 'device', 'create', uniq('cli-dev'), '--models', `${modelA},${modelB}`]);
     expect({ code: created.code, stderr: created.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     const device = JSON.parse(created.stdout);
@@ -204,6 +245,20 @@ describe('admin: device model restrictions, org network switch and weight', () =
     const bad = await cli(['org', 'network', tenant.org.name, 'maybe']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/must be on or off/);
+
+    const keepOne = await cli(['--json', 'org', 'resume', tenant.org.name, 'off']);
+    expect({ code: keepOne.code, stderr: keepOne.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(JSON.parse(keepOne.stdout).resume).toBe(false);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).resume).toBe(false);
+    const listed = await cli(['--json', 'org', 'list']);
+    expect(JSON.parse(listed.stdout).data.find((o: { id: string }) => o.id === tenant.org.id).resume).toBe(false);
+    const resume = await cli(['org', 'resume', tenant.org.name, 'on']);
+    expect({ code: resume.code, stderr: resume.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(resume.stdout).toMatch(/^resume\s+true$/m);
+    const badResume = await cli(['org', 'resume', tenant.org.name, 'yes']);
+    expect(badResume.code).toBe(1);
+    expect(badResume.stderr).toMatch(/must be on or off/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).resume).toBe(true);
 
     const weight = await cli(['org', 'weight', tenant.org.name, '5']);
     expect({ code: weight.code, stderr: weight.stderr }).toEqual(expect.objectContaining({ code: 0 }));

@@ -109,11 +109,13 @@ describe('admin CLI', () => {
 
     const [humanList, jsonList] = await Promise.all([cli(['org', 'list']), cli(['--json', 'org', 'list'])]);
     const { header, rows } = table(ok(humanList, 'org list'));
-    assertColumns(header, ['ID', 'NAME', 'CREATED_AT', 'ACTIVE_KEYS', 'MODELS', 'DEVICES']);
+    assertColumns(header, ['ID', 'NAME', 'CREATED_AT', 'NETWORK', 'RESUME', 'ACTIVE_KEYS', 'MODELS', 'DEVICES']);
     const row = rowOf(rows, 'NAME', orgA);
-    expect([row.ID, row.CREATED_AT, row.ACTIVE_KEYS, row.MODELS, row.DEVICES]).toEqual([
+    expect([row.ID, row.CREATED_AT, row.NETWORK, row.RESUME, row.ACTIVE_KEYS, row.MODELS, row.DEVICES]).toEqual([
       record.id,
       record.created_at,
+      'true',
+      'true',
       '0',
       '0',
       '0',
@@ -122,9 +124,10 @@ describe('admin CLI', () => {
     expect(list.object).toBe('list');
     const entry = list.data.find((o: { name: string }) => o.name === orgB);
     expect({ ok: Boolean(entry), message: `${orgB} not in org list` }).toEqual(expect.objectContaining({ ok: true }));
-    expect([entry.id, entry.created_at, entry.active_keys, entry.models, entry.devices]).toEqual([
+    expect([entry.id, entry.created_at, entry.resume, entry.active_keys, entry.models, entry.devices]).toEqual([
       created.id,
       created.created_at,
+      true,
       0,
       0,
       0,
@@ -295,7 +298,7 @@ describe('admin CLI', () => {
     expect(await db().model.count({ where: { id: { in: [modelA, modelB] } } })).toBe(2);
   });
 
-  test('org network on|off, device create --models, device models --set|--clear', async () => {
+  test('org network on|off, org resume on|off, device create --models, device models --set|--clear', async () => {
     const { id: orgId, name: org } = await newOrg();
     const off = okJson(await cli(['--json', 'org', 'network', org, 'off']), 'org network off');
     expect(off.network).toBe(false);
@@ -305,6 +308,23 @@ describe('admin CLI', () => {
     const bad = await cli(['org', 'network', org, 'maybe']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/must be on or off/);
+
+    // org resume on|off: the switch, nothing else.
+    expect(okJson(await cli(['--json', 'org', 'resume', org, 'off']), 'org resume off')).toMatchObject({
+      name: org,
+      network: true,
+      resume: false,
+    });
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).resume).toBe(false);
+    const resumed = humanRecord(ok(await cli(['org', 'resume', org, 'on']), 'org resume on'));
+    expect([resumed.resume, resumed.network]).toEqual(['true', 'true']);
+    const badResume = await cli(['org', 'resume', org, 'yes']);
+    expect(badResume.code).toBe(1);
+    expect(badResume.stderr).toMatch(/must be on or off/);
+    const ghost = await cli(['org', 'resume', uniq('ghost-org'), 'off']);
+    expect(ghost.code).toBe(1);
+    expect(ghost.stderr).toMatch(/does not exist \(org_not_found\)/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).resume).toBe(true);
 
     const [a, b] = [uniq('cli-list-a'), uniq('cli-list-b')];
     await ensureCatalog([a, b]);

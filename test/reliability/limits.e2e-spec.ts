@@ -464,6 +464,7 @@ describe('limits and request caps', () => {
         name: org.name,
         limits: { rpm: 10, concurrency: 3, max_queued: 4 },
         network: true,
+        resume: true,
         weight: 1,
       });
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });

@@ -59,3 +59,4 @@ export * from './limits/holds';
 export * from './limits/failure-limit';
 export * from './limits/known-credentials';
 export * from './trust/trust-store';
+export * from './tasks/relayed-output';

@@ -4,6 +4,7 @@ import { ADMIN_TOKEN, closeDb, createTenant, db } from '../../support/stack';
 import { startApiApp } from '../support/apps';
 import type { InProcessApp } from '../support/apps';
 import { routeFamily } from '../../../apps/api/src/common/route-family';
+import { ApiKeyService } from '../../../apps/api/src/auth/api-key.service';
 import { apiRoutes } from '../support/routes';
 
 /** The api's global guard: which credentials each route takes, and what everything else gets. */
@@ -94,6 +95,19 @@ describe('auth guard (api)', () => {
       bodies.add(res.text);
     }
     expect(bodies.size).toBe(1);
+  });
+
+  it("the caller a key authenticates carries its organization's switches: network and resume", async () => {
+    const keys = api.app.get(ApiKeyService);
+    const [plain, keepOne] = await Promise.all([createTenant([]), createTenant([])]);
+    // Set before either key is looked up: the api's cache of key lookups has neither yet.
+    await new AdminService(db()).setLimits(keepOne.org.name, { network: false, resume: false });
+    expect(await keys.authenticate(plain.key)).toMatchObject({ orgId: plain.org.id, network: true, resume: true });
+    expect(await keys.authenticate(keepOne.key)).toMatchObject({
+      orgId: keepOne.org.id,
+      network: false,
+      resume: false,
+    });
   });
 
   it('admin routes take the admin token only', async () => {

@@ -215,6 +215,47 @@ describe('task transitions', () => {
     });
   });
 
+  describe('resume', () => {
+    it('puts back a streaming attempt with its output: counted as a resume, its first output kept, its next claim checked', async () => {
+      const task = await created();
+      await refused(task.id, 'queued', () => tasks.resume(task.id, 0, entry(0, 1, 'resumed')));
+      await tasks.claim(task.id, claimer(1));
+      await tasks.firstOutput(task.id, 1, entry(1, 1, 'delta'));
+      const first = (await tasks.get(task.id))!.firstTokenAt;
+      await refused(task.id, 'streaming', () => tasks.resume(task.id, 2, entry(2, 2, 'resumed')));
+      const before = await observe(task.id);
+
+      expect(await tasks.resume(task.id, 1, entry(1, 2, 'resumed'))).toEqual({ ok: true, attempt: 1 });
+      const after = await observe(task.id);
+      expect(after.state).toMatchObject({
+        status: 'queued',
+        version: 7,
+        attempts: 1,
+        resumes: 1,
+        deviceId: null,
+        dispatcherId: null,
+        token: null,
+        firstTokenAt: first,
+      });
+      expect(after.events).toEqual([...before.events, entry(1, 2, 'resumed')]);
+      expect(after).toMatchObject({ records: before.records + 1, held: false });
+
+      // A job that missed the resume (its resumer died before writing the answer so far into it) is refused.
+      await refused(task.id, 'resumed' as never, () => tasks.claim(task.id, claimer(2), 0));
+      expect(await tasks.claim(task.id, claimer(2), 1)).toEqual({ ok: true, attempt: 2 });
+      // The next device's first output does not move the time of the client's first token.
+      await tasks.firstOutput(task.id, 2, entry(2, 1, 'delta'));
+      expect(await tasks.get(task.id)).toMatchObject({
+        status: 'streaming',
+        attempts: 2,
+        resumes: 1,
+        firstTokenAt: first,
+      });
+      await tasks.end(task.id, completed, { attempt: 2 });
+      await refused(task.id, 'completed', () => tasks.resume(task.id, 2, entry(2, 2, 'resumed')));
+    });
+  });
+
   describe("the holder's held set (the script touches only the keys it is passed)", () => {
     it('a requeue or an ending that guesses another dispatcher is run again with the holder’s set; the other set is untouched', async () => {
       const other = uniq('other-disp');

@@ -57,11 +57,12 @@ interface KeyRow {
   max_queued: number | null;
   weight: number;
   network: boolean;
+  resume: boolean;
 }
 
 const KEY_LOOKUP = `
   SELECT k.id, k.org_id, k.revoked_at, k.expires_at, o.name AS org_name, o.rpm_limit, o.concurrency_limit,
-         o.max_queued, o.weight, o.network
+         o.max_queued, o.weight, o.network, o.resume
   FROM api_keys k JOIN organizations o ON o.id = k.org_id
   WHERE k.hash = $1`;
 
@@ -134,6 +135,7 @@ export class ApiKeyService implements OnApplicationBootstrap {
               limits: { rpm: row.rpm_limit, concurrency: row.concurrency_limit, maxQueued: row.max_queued },
               weight: row.weight,
               network: row.network,
+              resume: row.resume,
             }
           : null,
       expiresAt: row?.expires_at?.getTime() ?? null,

@@ -13,6 +13,8 @@ export interface AuthContext {
   weight: number;
   /** Whether its prompts may go to the shared network. */
   network: boolean;
+  /** Whether a task of this org may be resumed on another device after output reached the client. */
+  resume: boolean;
 }
 
 /** Injects the caller's {@link AuthContext} into a handler. */

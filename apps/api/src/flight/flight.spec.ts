@@ -31,6 +31,7 @@ const task = {
   model: 'm',
   line: 'l',
   api: 'openai' as const,
+  resume: true,
 };
 const timeouts = { queueMs: 1_000, idleMs: 2_000, streamMs: 10_000 };
 
@@ -79,6 +80,33 @@ describe('Flight', () => {
       ending: { status: 'failed', errorCode: 'relay_interrupted' },
       guard: 'any',
     });
+  });
+
+  it('a resumed task: the next attempt continues the same answer, and the client gets one whole stream', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd1', attempt: 1 }]));
+    flight.onEntry(entry(1, 1, [delta('Hel')]));
+    flight.onEntry(entry(1, 2, [{ type: 'resumed', reason: 'device_disconnected' }]));
+    expect(flight.state).toBe('queued');
+    flight.onEntry(entry(2, 0, [{ type: 'assigned', device_id: 'd2', attempt: 2 }]));
+    flight.onEntry(entry(2, 1, [delta('lo'), { type: 'done', finish_reasons: ['stop'], usage: null }]));
+    const events = await drain(flight);
+    expect(
+      events.filter((e) => e.type === 'delta').map((e) => (e.type === 'delta' ? e.choices[0].content : '')),
+    ).toEqual(['Hel', 'lo']);
+    expect(events.at(-1)).toMatchObject({ type: 'done' });
+    expect(flight.resumes).toBe(1);
+    expect(calls.changes.at(-1)).toMatchObject({ to: 'ended', outcome: 'completed' });
+  });
+
+  it('a resumed task waits for its next device under the queue timeout, not the idle one', async () => {
+    const { impl, calls } = hooks();
+    const flight = new Flight(task, timeouts, impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd1', attempt: 1 }]));
+    flight.onEntry(entry(1, 1, [delta('Hel'), { type: 'resumed', reason: 'device_timeout' }]));
+    await jest.advanceTimersByTimeAsync(timeouts.queueMs + 1);
+    expect(calls.ended.at(-1)).toMatchObject({ ending: { errorCode: 'queue_timeout' }, guard: 'queued' });
   });
 
   it('a later attempt after output reached the client ends it with device_disconnected', async () => {

@@ -11,7 +11,16 @@ export interface FlightTask {
   model: string;
   line: string;
   api: 'openai' | 'ollama';
+  /** Whether a dispatcher may resume it on another device after output (see FLIGHT_RESUME_GRACE_MS). */
+  resume: boolean;
 }
+
+/**
+ * A resumable task's device is dropped by its dispatcher after TASK_IDLE_TIMEOUT_MS of silence, and the
+ * task resumed on another device; the api, which would end the task after the same silence, waits this
+ * much longer, so that the dispatcher's resume comes first (its check runs every 500 ms).
+ */
+export const FLIGHT_RESUME_GRACE_MS = 3_000;
 
 export interface FlightTimeouts {
   queueMs: number;
@@ -81,6 +90,10 @@ export class Flight {
   private waiter: (() => void) | null = null;
   private attempt = 0;
   private nextSeq = 0;
+  /** A `resumed` event came after output: the next attempt's output continues the answer. */
+  private continuing = false;
+  /** How many times the task was resumed (for the response's log line and metrics). */
+  resumes = 0;
   private failing = false;
   private queueTimer: NodeJS.Timeout | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
@@ -118,11 +131,13 @@ export class Flight {
         return;
       }
       if (entry.attempt > this.attempt) {
-        if (this.firstOutputAt !== null) {
-          // Output of an earlier attempt reached the client: another device cannot continue it.
+        if (this.firstOutputAt !== null && !this.continuing) {
+          // Output of an earlier attempt reached the client, and the task was not resumed: another
+          // device's answer would start again.
           void this.fail('failed', 'device_disconnected', DISCONNECTED_MID_ANSWER);
           return;
         }
+        this.continuing = false;
         this.attempt = entry.attempt;
         this.nextSeq = 0;
       }
@@ -148,6 +163,15 @@ export class Flight {
         this.state = 'assigned';
         this.clearQueueTimer();
         this.armIdleTimer();
+        break;
+      case 'resumed':
+        // Its device was lost mid-answer: the next device continues the answer (same stream for the client).
+        this.continuing = true;
+        this.resumes++;
+        this.state = 'queued';
+        this.queuedAt = performance.now();
+        this.clearIdleTimer();
+        this.armQueueTimer();
         break;
       case 'requeued':
         this.state = 'queued';

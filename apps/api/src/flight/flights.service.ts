@@ -5,7 +5,7 @@ import type { AppConfig, EndGuard, Ending, Logger, RedisClient } from '@app/comm
 import { JobQueue } from '../queue/job-queue.service';
 import type { Slot } from '../limits/limits.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { Flight } from './flight';
+import { FLIGHT_RESUME_GRACE_MS, Flight } from './flight';
 import type { FlightHooks, FlightState, FlightTask } from './flight';
 import { TaskStreamReader } from './task-stream.reader';
 import type { StreamSubscription } from './task-stream.reader';
@@ -55,7 +55,7 @@ export class FlightsService implements FlightHooks, OnApplicationShutdown {
       task,
       {
         queueMs: this.config.QUEUE_TIMEOUT_MS,
-        idleMs: this.config.TASK_IDLE_TIMEOUT_MS,
+        idleMs: this.config.TASK_IDLE_TIMEOUT_MS + (task.resume ? FLIGHT_RESUME_GRACE_MS : 0),
         streamMs: this.config.MAX_STREAM_MS,
       },
       this,

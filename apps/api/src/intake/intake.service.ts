@@ -69,6 +69,21 @@ export class IntakeService {
     }
   }
 
+  /**
+   * Whether the task may continue on another device if its device is lost after output reached the
+   * client (docs/api.md, "Resume"): the organization allows it, and the answer is one a device can
+   * continue from its text: one choice, and no json_schema (a runtime's schema-constrained decoding
+   * cannot start in the middle of a document).
+   */
+  private resumable(caller: AuthContext, params: ChatParams): boolean {
+    return (
+      caller.resume &&
+      this.config.RESUME_MAX_ATTEMPTS > 0 &&
+      (params.n ?? 1) === 1 &&
+      params.response_format?.type !== 'json_schema'
+    );
+  }
+
   /** Starts a task, or throws the error the client gets. */
   async start(caller: AuthContext, request: ChatRequest): Promise<{ flight: Flight; headers: RateHeaders }> {
     if (this.flights.isDraining) {
@@ -97,8 +112,9 @@ export class IntakeService {
     const taken = await this.limits.take(caller.orgId, caller.limits, model.id, id);
     const address = taskAddress(route.mode, id);
     const line = lineName(queueName(model.id, route.pool), caller.orgId);
+    const resume = this.resumable(caller, params);
     const flight = this.flights.open(
-      { taskId: id, address, mode: route.mode, model: model.id, line, api: request.api },
+      { taskId: id, address, mode: route.mode, model: model.id, line, api: request.api, resume },
       taken,
     );
     try {
@@ -128,6 +144,7 @@ export class IntakeService {
           apiInstance: this.instance.id,
           requestId: request.requestId,
           stream: request.stream,
+          resume,
         },
         caller.weight,
       );

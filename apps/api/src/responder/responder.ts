@@ -68,6 +68,7 @@ export async function respond(
           return;
         }
         case 'requeued':
+        case 'resumed':
           break;
       }
     }
@@ -119,6 +120,7 @@ export async function respond(
           open();
           break;
         case 'requeued':
+        case 'resumed':
           break;
         case 'delta': {
           stopStatus();

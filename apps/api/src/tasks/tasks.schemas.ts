@@ -29,6 +29,12 @@ export const taskFields = {
       'An opaque reference to that device: the same for every task of this organization it serves, another for another organization',
     ),
   attempts: z.number().int(),
+  resumes: z
+    .number()
+    .int()
+    .describe(
+      'How many times the answer was resumed on another device after its device was lost mid-answer (0: served by one device)',
+    ),
   finish_reason: z.string().nullable(),
   error_code: z.string().nullable(),
   usage: z

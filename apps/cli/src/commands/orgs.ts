@@ -7,7 +7,7 @@ import type { Run } from '../runner';
 const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
 const orNull = (value: number | undefined) => (value === 0 ? null : value);
 
-/** `org create|list|limits|network|weight`: organizations (tenants). */
+/** `org create|list|limits|network|resume|weight`: organizations (tenants). */
 export function addOrgCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const org = program.command('org').description('organizations (tenants)');
@@ -40,6 +40,15 @@ export function addOrgCommands(program: Command, run: Run): void {
     .argument('<name>', 'organization')
     .argument('<on|off>', 'on or off', onOff)
     .action((name: string, network: boolean) => admin((a) => a.orgs.setLimits(name, { network })));
+  org
+    .command('resume')
+    .description(
+      'let a streamed answer whose device is lost after output reached the client continue on another device ' +
+        '(on, the default), or keep one device per answer (off: such a task ends with device_disconnected)',
+    )
+    .argument('<name>', 'organization')
+    .argument('<on|off>', 'on or off', onOff)
+    .action((name: string, resume: boolean) => admin((a) => a.orgs.setLimits(name, { resume })));
   org
     .command('weight')
     .description("set the organization's share of a queue when several organizations wait")

@@ -1,7 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { APP_CONFIG, LOGGER, TaskRepository, queueOfLine, REDIS, InstanceService, Announcements } from '@app/common';
-import type { AppConfig, AssignAck, Logger, RedisClient } from '@app/common';
+import {
+  APP_CONFIG,
+  DISCONNECTED_MID_ANSWER,
+  LOGGER,
+  TaskRepository,
+  encodeStreamEntry,
+  queueOfLine,
+  REDIS,
+  InstanceService,
+  Announcements,
+} from '@app/common';
+import type { AppConfig, AssignAck, ChatJobData, ChatParams, Logger, RedisClient } from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceAnswer, DeviceSession } from '../devices/device-session';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
@@ -18,6 +28,19 @@ import { IdleDevices } from './idle-devices';
 import { Loan } from './loan';
 import type { LoanListener } from './loan';
 import { Skips } from './skips';
+
+/**
+ * The request a device is given: a resumed task's carries the answer so far as the assistant's
+ * prefix, and what is left of max_tokens (at least 1: a device lost exactly at the limit still ends
+ * the answer, with `length`).
+ */
+export function assignedParams(data: ChatJobData): ChatParams {
+  const c = data.continued;
+  if (!c) {
+    return data.params;
+  }
+  return { ...data.params, assistant_prefix: c.text, max_tokens: Math.max(1, data.params.max_tokens - c.tokens) };
+}
 
 /** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
 const SWEEP_INTERVAL_MS = 1_000;
@@ -217,7 +240,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       await Announcements.jobWaiting(this.redis, job.queueName);
       return false;
     }
-    const assignment = new Assignment(session, job, token, OutputTracker.forRequest(data.params));
+    const params = assignedParams(data);
+    const assignment = new Assignment(session, job, token, OutputTracker.forRequest(params));
     this.book.add(assignment);
     this.claim(assignment);
     session.request(
@@ -226,7 +250,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         task_address: data.taskAddress,
         model: data.model,
         attempt: job.attemptsStarted,
-        params: data.params,
+        params,
         ...(data.requestId ? { request_id: data.requestId } : {}),
       },
       this.config.ASSIGN_ACK_TIMEOUT_MS,
@@ -247,7 +271,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       dispatcherId: this.instance.id,
       token: a.token,
     };
-    this.tasks.claim(a.taskId, claimant).then(
+    this.tasks.claim(a.taskId, claimant, a.continued?.resumes ?? 0).then(
       (result) => {
         if (result.ok) {
           a.settle({
@@ -267,7 +291,21 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
           });
           return;
         }
-        // Cancelled or timed out while it waited: the device stops, the job goes.
+        // Cancelled or timed out while it waited: the device stops, the job goes. A job that missed a
+        // resume (its resumer died before writing the answer so far into it) ends its task: its device
+        // would start the answer again.
+        if (result.status === 'resumed') {
+          void this.tasks
+            .end(
+              a.taskId,
+              { status: 'failed', errorCode: 'device_disconnected' },
+              'queued',
+              encodeStreamEntry(null, 0, [
+                { type: 'error', code: 'device_disconnected', message: DISCONNECTED_MID_ANSWER },
+              ]),
+            )
+            .catch((err: unknown) => this.logger.warn({ err, task: a.address }, 'could not end the task'));
+        }
         a.settle(null);
         a.session.send('task:cancel', { task_address: a.address });
         void this.finalizer.end(a, { kind: 'abandoned' });

@@ -1,4 +1,4 @@
-import type { TaskEvent } from '@app/common';
+import type { Continuation, TaskEvent } from '@app/common';
 import type { DeviceSession } from '../devices/device-session';
 import type { ChatJob } from '../queues/job-source.service';
 import type { OutputTracker } from '../relay/output-tracker';
@@ -13,6 +13,9 @@ export class Assignment {
   /** The device acknowledged the assignment. */
   accepted = false;
   ended = false;
+  /** When the assignment went out, and when the device last said anything about it (epoch ms). */
+  readonly assignedAt = Date.now();
+  lastEventAt = Date.now();
   /** Settles when the claim does (accepted: `attempt` is set; refused: it stays 0). */
   readonly claimed: Promise<void>;
   private settleClaim!: () => void;
@@ -45,6 +48,11 @@ export class Assignment {
 
   get address(): string {
     return this.job.data.taskAddress;
+  }
+
+  /** What the client already had when this device was given the task (a resumed task), else null. */
+  get continued(): Continuation | null {
+    return this.job.data.continued ?? null;
   }
 
   get line(): string {

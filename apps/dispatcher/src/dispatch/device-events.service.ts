@@ -12,9 +12,12 @@ import { AssignmentBook } from './assignment-book';
 import type { Loan, LoanLoss } from './loan';
 import { Assigner } from './assigner.service';
 import { Finalizer } from './finalizer.service';
+import { RESUMABLE_DEVICE_ERRORS, Resumer } from '../queues/resumer.service';
 
 /** How often the apis holding this dispatcher's tasks are checked for life. */
 const API_CHECK_MS = 2_000;
+/** How often assignments are checked for a silent device (TASK_IDLE_TIMEOUT_MS). */
+const SILENCE_CHECK_MS = 500;
 
 /**
  * What devices do, turned into what becomes of their tasks: output relayed in order, endings,
@@ -26,6 +29,7 @@ const API_CHECK_MS = 2_000;
 @Injectable()
 export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestroy {
   private apiTimer: NodeJS.Timeout | null = null;
+  private silenceTimer: NodeJS.Timeout | null = null;
 
   constructor(
     registry: DeviceRegistry,
@@ -48,11 +52,36 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       );
     }, API_CHECK_MS);
     this.apiTimer.unref();
+    this.silenceTimer = setInterval(() => this.dropSilent(), SILENCE_CHECK_MS);
+    this.silenceTimer.unref();
   }
 
   onModuleDestroy(): void {
     if (this.apiTimer) {
       clearInterval(this.apiTimer);
+    }
+    if (this.silenceTimer) {
+      clearInterval(this.silenceTimer);
+    }
+  }
+
+  /**
+   * A device silent for TASK_IDLE_TIMEOUT_MS about a task it had sent output for, when the task may be
+   * resumed, is dropped (and told to stop): another device continues the answer. The api waits a little
+   * longer (FLIGHT_RESUME_GRACE_MS) before it gives up on such a task itself; every other silent task
+   * is the api's to end (`device_timeout`), as before.
+   */
+  private dropSilent(): void {
+    const now = Date.now();
+    for (const a of [...this.book.all()]) {
+      const resumable = a.relayed && Resumer.mayResume(a.job, this.config.RESUME_MAX_ATTEMPTS);
+      if (!a.ended && resumable && now - a.lastEventAt >= this.config.TASK_IDLE_TIMEOUT_MS) {
+        this.logger.warn(
+          { deviceId: a.session.id, task: a.address, silentMs: now - a.lastEventAt },
+          'device silent about its task: dropped',
+        );
+        void this.finalizer.end(a, { kind: 'dropped', reason: 'device_timeout', stop: true });
+      }
     }
   }
 
@@ -115,6 +144,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       this.gateway.strike(session, 'out_of_order');
       return null;
     }
+    assignment.lastEventAt = Date.now();
     return assignment;
   }
 
@@ -192,6 +222,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
         code: clientCodeOf(payload.code),
         message: deviceMessage(payload.message),
         stop: false,
+        resumable: RESUMABLE_DEVICE_ERRORS.has(payload.code),
       });
     }
   }

@@ -6,6 +6,7 @@ import type { DeviceSocket } from '../devices/device-session';
 import type { UsageAudit } from '../devices/usage-audit.service';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import type { ChatJob, JobSource } from '../queues/job-source.service';
+import type { Resumer } from '../queues/resumer.service';
 import { OutputTracker } from '../relay/output-tracker';
 import type { Closing, TaskWriter } from '../relay/task-writer';
 import type { TaskWriters } from '../relay/task-writers.service';
@@ -28,6 +29,19 @@ class MemoryJobs implements Pick<JobSource, 'finish' | 'putBack'> {
   putBack(job: ChatJob, token: string): Promise<void> {
     this.moves.push({ move: 'putBack', jobId: job.id!, token });
     return this.fail ? Promise.reject(this.fail) : Promise.resolve();
+  }
+}
+
+/** Resume: whether a task may be resumed (as set), and the jobs it continued. */
+class MemoryResumer implements Pick<Resumer, 'allows' | 'continueJob'> {
+  allowed = false;
+  readonly continued: [string, string, string][] = [];
+  allows(): Promise<boolean> {
+    return Promise.resolve(this.allowed);
+  }
+  continueJob(job: ChatJob, token: string, cause: string): Promise<boolean> {
+    this.continued.push([job.id!, token, cause]);
+    return Promise.resolve(true);
   }
 }
 
@@ -89,7 +103,15 @@ const job = {
 
 const accepted = (attempt: number): TransitionResult => ({ ok: true, attempt });
 
-function setup(opts: { attempt?: number; result?: TransitionResult | null | Error; maxAttempts?: number } = {}) {
+function setup(
+  opts: {
+    attempt?: number;
+    result?: TransitionResult | null | Error;
+    maxAttempts?: number;
+    resumable?: boolean;
+    job?: ChatJob;
+  } = {},
+) {
   const book = new AssignmentBook();
   const freed: DeviceSession[] = [];
   book.whenFree((s) => freed.push(s));
@@ -100,14 +122,17 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
   const audited: unknown[][] = [];
   const audit = { completed: (...args: unknown[]) => audited.push(args) } as unknown as UsageAudit;
   const redis = new MemoryPublisher();
+  const resumer = new MemoryResumer();
+  resumer.allowed = opts.resumable ?? false;
   const logger = new MemoryLogger();
-  const config = { MAX_ATTEMPTS: opts.maxAttempts ?? 3 } as AppConfig;
+  const config = { MAX_ATTEMPTS: opts.maxAttempts ?? 3, TASK_IDLE_TIMEOUT_MS: 1_000 } as AppConfig;
   const finalizer = new Finalizer(
     book,
     writers as unknown as TaskWriters,
     jobs as unknown as JobSource,
     metrics,
     audit,
+    resumer as unknown as Resumer,
     redis as unknown as Redis,
     config,
     logger as unknown as Logger,
@@ -115,7 +140,7 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
   const { socket, sent } = fakeSocket();
   const session = new DeviceSession(socket);
   const tracker = new OutputTracker(100, 1_000, { tokens: 1_000, bytes: 1_000_000 });
-  const a = new Assignment(session, job, 'lock-token', tracker);
+  const a = new Assignment(session, opts.job ?? job, 'lock-token', tracker);
   book.add(a);
   const writer = new MemoryTaskWriter(opts.result === undefined ? accepted(opts.attempt ?? 1) : opts.result);
   // The claim: accepted with an attempt, or refused (attempt 0, no writer).
@@ -123,7 +148,23 @@ function setup(opts: { attempt?: number; result?: TransitionResult | null | Erro
 
   const counted = async (name: 'tasks' | 'assignments') =>
     (await metrics[name].get()).values.map((v) => ({ labels: v.labels, value: v.value }));
-  return { finalizer, a, book, freed, writers, jobs, writer, redis, logger, sent, tracker, metrics, counted, audited };
+  return {
+    finalizer,
+    a,
+    book,
+    freed,
+    writers,
+    jobs,
+    writer,
+    redis,
+    logger,
+    sent,
+    tracker,
+    metrics,
+    counted,
+    audited,
+    resumer,
+  };
 }
 
 const completed: Outcome = {
@@ -131,6 +172,105 @@ const completed: Outcome = {
   finishReasons: ['stop'],
   usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
 };
+
+describe('Finalizer: resume', () => {
+  it('a device lost after output, when the task may be resumed: the resume transition, then the job continued, not finished', async () => {
+    const t = setup({ resumable: true });
+    t.tracker.output([{ index: 0, content: 'Hel' }]);
+    await t.finalizer.end(t.a, { kind: 'dropped', reason: 'device_disconnected' });
+    expect(t.writer.closings).toEqual([{ kind: 'resume', event: { type: 'resumed', reason: 'device_disconnected' } }]);
+    expect(t.resumer.continued).toEqual([['job-1', 'lock-token', 'device_disconnected']]);
+    expect(t.jobs.moves).toEqual([]);
+    expect(await t.counted('tasks')).toEqual([]);
+  });
+
+  it('a runtime failure after output is resumed; the same failure before output, or a refusal to resume, ends the task', async () => {
+    const failure: Outcome = {
+      kind: 'failed',
+      code: 'device_error',
+      message: 'upstream 500',
+      stop: false,
+      resumable: true,
+    };
+    const after = setup({ resumable: true });
+    after.tracker.output([{ index: 0, content: 'Hel' }]);
+    await after.finalizer.end(after.a, failure);
+    expect(after.writer.closings[0]).toEqual({ kind: 'resume', event: { type: 'resumed', reason: 'device_error' } });
+
+    const before = setup({ resumable: true });
+    await before.finalizer.end(before.a, failure);
+    expect(before.writer.closings[0]).toMatchObject({
+      kind: 'end',
+      ending: { status: 'failed', errorCode: 'device_error' },
+    });
+
+    const refused = setup({ resumable: false });
+    refused.tracker.output([{ index: 0, content: 'Hel' }]);
+    await refused.finalizer.end(refused.a, { kind: 'dropped', reason: 'device_disconnected' });
+    expect(refused.writer.closings[0]).toMatchObject({
+      kind: 'end',
+      ending: { status: 'failed', errorCode: 'device_disconnected' },
+    });
+    expect(refused.resumer.continued).toEqual([]);
+  });
+
+  it('a silent device dropped after output, when the task cannot be resumed: timed_out with device_timeout, the device told to stop', async () => {
+    const t = setup({ resumable: false });
+    t.tracker.output([{ index: 0, content: 'Hel' }]);
+    await t.finalizer.end(t.a, { kind: 'dropped', reason: 'device_timeout', stop: true });
+    expect(t.sent).toEqual([['task:cancel', { task_address: 'network:task-1' }]]);
+    expect(t.writer.closings[0]).toMatchObject({
+      kind: 'end',
+      ending: { status: 'timed_out', errorCode: 'device_timeout' },
+      event: { type: 'error', code: 'device_timeout' },
+    });
+  });
+
+  it('output another device cannot continue (a tool call) is not resumed', async () => {
+    const t = setup({ resumable: true });
+    const call = { id: 'c1', type: 'function' as const, function: { name: 'f', arguments: '{}' } };
+    t.tracker.output([{ index: 0, tool_calls: [call] }]);
+    await t.finalizer.end(t.a, { kind: 'dropped', reason: 'device_disconnected' });
+    expect(t.writer.closings[0]).toMatchObject({ kind: 'end', ending: { errorCode: 'device_disconnected' } });
+  });
+
+  it("a resumed task's completion records the whole answer: usage, bytes, and each device's segment", async () => {
+    const earlier = {
+      attempt: 1,
+      device_id: 'device-0',
+      assigned_at: null,
+      first_output_at: null,
+      last_output_at: null,
+      tokens: 2,
+      bytes: 3,
+      sha256: 'x',
+      ended: 'device_disconnected',
+    };
+    const continuedJob = {
+      ...job,
+      data: { ...job.data, resume: true, continued: { text: 'Hel', tokens: 2, resumes: 1, segments: [earlier] } },
+    } as unknown as ChatJob;
+    const t = setup({ attempt: 2, job: continuedJob });
+    t.tracker.output([{ index: 0, content: 'lo' }]);
+    await t.finalizer.end(t.a, {
+      kind: 'completed',
+      finishReasons: ['stop'],
+      // The device read the answer so far (2 tokens) as part of its prompt.
+      usage: { prompt_tokens: 7, completion_tokens: 1, total_tokens: 8 },
+    });
+    const closing = t.writer.closings[0];
+    expect(closing).toMatchObject({
+      kind: 'end',
+      ending: { promptTokens: 5, completionTokens: 3, outputBytes: 5 },
+      event: { type: 'done', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } },
+    });
+    const segments = JSON.parse((closing.kind === 'end' && closing.ending.segments) || '[]') as unknown[];
+    expect(segments).toEqual([
+      earlier,
+      expect.objectContaining({ attempt: 2, device_id: 'device-1', tokens: 1, bytes: 2, ended: 'completed' }),
+    ]);
+  });
+});
 
 describe('Finalizer', () => {
   it('completed: frees the device once, writes the ending with its done event, completes the job, counts it', async () => {

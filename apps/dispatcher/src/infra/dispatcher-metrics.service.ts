@@ -66,6 +66,13 @@ export class DispatcherMetrics {
     registers: [this.registry],
   });
 
+  readonly resumes = new Counter({
+    name: 'switchyard_resumes_total',
+    help: 'Tasks whose device was lost after output reached the client, by cause and by what became of them (resumed on another device, or ended because they could not be)',
+    labelNames: ['cause', 'outcome'],
+    registers: [this.registry],
+  });
+
   /** A gauge whose value the owner of the data computes at each scrape. */
   gauge(name: string, help: string, labelNames: string[], collect: (gauge: Gauge) => void | Promise<void>): void {
     new Gauge({

@@ -62,6 +62,8 @@ function logprobBytes(entries: TokenLogprob[]): number {
 export class OutputTracker {
   private nextSeq = 0;
   private readonly hash: Hash = createHash('sha256');
+  /** A resumed task's: the hash of this assignment's output alone (`hash` covers the whole answer). */
+  private segmentHash: Hash | null = null;
   /** Output events relayed, and the UTF-8 bytes of their text (content, reasoning, tool calls). */
   deltas = 0;
   bytes = 0;
@@ -69,6 +71,9 @@ export class OutputTracker {
   tokens = 0;
   wireBytes = 0;
   firstOutputAt: number | null = null;
+  lastOutputAt: number | null = null;
+  /** Only choice 0's text was relayed (no tool call, no reasoning): another device could continue it. */
+  textOnly = true;
 
   constructor(
     /** The most completion tokens the request allows: max_tokens per choice. */
@@ -79,13 +84,24 @@ export class OutputTracker {
     readonly limit: OutputBound,
   ) {}
 
+  /**
+   * The tracker of an assignment of `params`. A resumed task's (`assistant_prefix`) counts the prefix
+   * in its prompt (the runtime reads it as one) and in the answer's hash, which covers the whole answer.
+   */
   static forRequest(params: ChatParams): OutputTracker {
-    const bytes = params.messages.reduce((n, m) => n + Buffer.byteLength(m.content ?? ''), 0);
-    return new OutputTracker(
+    const prefix = params.assistant_prefix ?? '';
+    const bytes =
+      params.messages.reduce((n, m) => n + Buffer.byteLength(m.content ?? ''), 0) + Buffer.byteLength(prefix);
+    const tracker = new OutputTracker(
       params.max_tokens * (params.n ?? 1),
-      bytes + PROMPT_OVERHEAD_PER_MESSAGE * (params.messages.length + 1),
+      bytes + PROMPT_OVERHEAD_PER_MESSAGE * (params.messages.length + (prefix ? 2 : 1)),
       outputBound(params),
     );
+    if (prefix) {
+      tracker.hash.update(prefix);
+      tracker.segmentHash = createHash('sha256');
+    }
+    return tracker;
   }
 
   /** Whether `seq` is the next one; if so, it is taken. */
@@ -131,15 +147,24 @@ export class OutputTracker {
     this.wireBytes += wire;
     choices.forEach((choice, i) => {
       this.hash.update(choice.content ?? '');
+      this.segmentHash?.update(choice.content ?? '');
       if (calls[i]) {
         this.hash.update(calls[i]);
+        this.segmentHash?.update(calls[i]);
       }
     });
+    this.lastOutputAt = Date.now();
+    this.textOnly &&= choices.every((c) => c.index === 0 && !c.tool_calls?.length && !c.reasoning);
     return true;
   }
 
   get sha256(): string {
     return this.hash.copy().digest('hex');
+  }
+
+  /** The SHA-256 of this assignment's output alone (for a resumed task's segment). */
+  get segmentSha256(): string {
+    return (this.segmentHash ?? this.hash).copy().digest('hex');
   }
 
   /**

@@ -18,6 +18,8 @@ export type Closing =
   /** `event` (if any) is what the client gets: none when the client is gone (then nothing is written). */
   | { kind: 'end'; ending: Ending; event?: TaskEvent }
   | { kind: 'requeue'; event: TaskEvent }
+  /** Output reached the client and the device is lost: the task waits for a device to continue it. */
+  | { kind: 'resume'; event: TaskEvent }
   /** The assignment is over without a transition of its own (the task was ended elsewhere). */
   | { kind: 'abandon' };
 
@@ -196,7 +198,9 @@ export class TaskWriter {
               fields,
             ),
           )
-        : await this.retry(() => this.tasks.requeue(this.taskId, this.attempt, fields));
+        : closing.kind === 'resume'
+          ? await this.retry(() => this.tasks.resume(this.taskId, this.attempt, fields))
+          : await this.retry(() => this.tasks.requeue(this.taskId, this.attempt, fields));
     if (result.ok && result.recovered && fields.length > 0) {
       // Redis lost the task's state (a restart): the ending went to Postgres; the client still gets it.
       await this.retry(async () => {

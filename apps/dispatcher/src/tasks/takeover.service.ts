@@ -14,6 +14,7 @@ import {
 import type { AppConfig, Logger, TaskSnapshot, RedisClient } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
+import { Resumer } from '../queues/resumer.service';
 
 /** How often dead dispatchers are looked for (their presence lapses INSTANCE_TTL_MS after they die). */
 const CHECK_INTERVAL_MS = 1_000;
@@ -26,8 +27,8 @@ const DISPATCHER_LOST =
 /**
  * When a dispatcher dies, the survivors take over its tasks within seconds instead of leaving their
  * clients waiting for locks to expire: a task with no output relayed yet goes back to the head of its
- * line (an attempt used), one whose output reached the client ends with the explicit
- * `dispatcher_lost` error. The jobs are moved with the tokens the dead dispatcher recorded, so that
+ * line (an attempt used), one whose output reached the client is resumed on another device (see
+ * Resumer) or, when it may not be, ends with the explicit `dispatcher_lost` error. The jobs are moved with the tokens the dead dispatcher recorded, so that
  * nothing can bring them back a second time.
  */
 @Injectable()
@@ -38,6 +39,7 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly tasks: TaskRepository,
     private readonly jobs: JobSource,
+    private readonly resumer: Resumer,
     private readonly instance: InstanceService,
     private readonly metrics: DispatcherMetrics,
     @Inject(REDIS) private readonly redis: RedisClient,
@@ -106,6 +108,18 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
       }
       this.metrics.takeovers.inc({ result: 'requeued' });
       return;
+    }
+    if (task.status === 'streaming' && job && task.token && (await this.resumer.allows(job, 'dispatcher_lost'))) {
+      const resumed = await this.tasks.resume(
+        task.id,
+        task.attempts,
+        encodeStreamEntry(null, 0, [{ type: 'resumed', reason: 'dispatcher_lost' }]),
+      );
+      if (resumed.ok) {
+        await this.resumer.continueJob(job, task.token, 'dispatcher_lost');
+        this.metrics.takeovers.inc({ result: 'resumed' });
+        return;
+      }
     }
     const code = task.status === 'streaming' ? 'dispatcher_lost' : 'device_disconnected';
     const message = task.status === 'streaming' ? DISPATCHER_LOST : DISCONNECTED_MID_ANSWER;

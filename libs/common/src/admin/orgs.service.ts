@@ -5,14 +5,16 @@ import type { Sql } from './sql';
 
 /**
  * New settings of an org; undefined leaves one as it is. Limits: a number sets one, null removes it
- * (unlimited). `network`: false keeps the org's prompts off the shared network. `weight`: its share
- * of a queue's assignments when several orgs wait (1-100).
+ * (unlimited). `network`: false keeps the org's prompts off the shared network. `resume`: false keeps
+ * one device per answer (a task whose device is lost after output reached the client is not resumed on
+ * another). `weight`: its share of a queue's assignments when several orgs wait (1-100).
  */
 export interface LimitsInput {
   rpm?: number | null;
   concurrency?: number | null;
   maxQueued?: number | null;
   network?: boolean;
+  resume?: boolean;
   weight?: number;
 }
 
@@ -25,11 +27,13 @@ export interface OrgRow {
   concurrency_limit: number | null;
   max_queued: number | null;
   network: boolean;
+  resume: boolean;
   weight: number;
 }
 
 const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
 const networkSchema = z.boolean();
+const resumeSchema = z.boolean();
 /** 1-100: a ratio beyond 100:1 between two orgs is not a share any more, it is a lockout. */
 const weightSchema = z.number().int().min(1).max(100);
 
@@ -73,8 +77,8 @@ export class AdminOrgsService {
 
   /**
    * Sets an org's limits (requests per minute, concurrent requests, queued jobs per model), its network
-   * switch and its weight. The api reads the network switch per request; the dispatchers read the
-   * weight when a line is backlogged (fair-share.ts).
+   * and resume switches and its weight. The api reads the switches with each key lookup (ApiKeyService);
+   * the dispatchers read the weight when a line is backlogged (fair-share.ts).
    */
   async setLimits(orgName: string, input: LimitsInput) {
     const changes: [string, number | boolean | null][] = [];
@@ -90,6 +94,9 @@ export class AdminOrgsService {
     if (input.network !== undefined) {
       changes.push(['network', check(networkSchema, input.network, 'network')]);
     }
+    if (input.resume !== undefined) {
+      changes.push(['resume', check(resumeSchema, input.resume, 'resume')]);
+    }
     if (input.weight !== undefined) {
       changes.push(['weight', check(weightSchema, input.weight, 'weight')]);
     }
@@ -101,7 +108,14 @@ export class AdminOrgsService {
           ...changes.map(([, value]) => value),
         ])
       : [org];
-    return { id: row.id, name: row.name, limits: limitsJson(row), network: row.network, weight: row.weight };
+    return {
+      id: row.id,
+      name: row.name,
+      limits: limitsJson(row),
+      network: row.network,
+      resume: row.resume,
+      weight: row.weight,
+    };
   }
 
   async list() {
@@ -119,6 +133,7 @@ export class AdminOrgsService {
       created_at: iso(o.created_at),
       limits: limitsJson(o),
       network: o.network,
+      resume: o.resume,
       weight: o.weight,
       active_keys: Number(o.active_keys),
       models: Number(o.models),

@@ -129,6 +129,11 @@ export const configSchema = z
     CANARY_INTERVAL_MS: positiveMs(600_000),
     /** How many devices may try a job before it fails (a device that drops before the first token). */
     MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(3),
+    /**
+     * How many times a task whose device was lost after output reached the client may continue on
+     * another device (docs/architecture.md, "Resume"); 0 turns resume off for every organization.
+     */
+    RESUME_MAX_ATTEMPTS: z.coerce.number().int().min(0).max(10).default(2),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   // One port cannot both serve /admin only and refuse it.

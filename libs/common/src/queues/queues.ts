@@ -50,6 +50,47 @@ export interface ChatJobData {
    * TaskWriter). Absent in jobs of apis older than this field: taken as streaming.
    */
   stream?: boolean;
+  /**
+   * Whether the task may continue on another device when its device is lost after output reached the
+   * client (its organization allows it, one choice, no json_schema). Absent in older apis' jobs: no.
+   */
+  resume?: boolean;
+  /** Set while a resumed task waits: what the client already has, for the next device to continue. */
+  continued?: Continuation;
+}
+
+/**
+ * What a resumed task's client already has (see Resumer): the answer so far, the tokens Switchyard
+ * counted as it relayed them, and who produced which part. `params` keep the original request; the
+ * assignment adds the prefix and reduces max_tokens.
+ */
+export interface Continuation {
+  /** The answer's text so far (choice 0's content). */
+  text: string;
+  /** Output tokens relayed so far (as counted by the relay: one per piece of output). */
+  tokens: number;
+  /** How many times the task has been resumed (the claim checks it against the task's state). */
+  resumes: number;
+  /** The segments so far, oldest first. */
+  segments: TaskSegment[];
+}
+
+/** One device's part of a resumed answer (a task record's `segments`). */
+export interface TaskSegment {
+  attempt: number;
+  /** The device, as the task stream named it (its id). */
+  device_id: string;
+  /** When the device was assigned, its first and last output reached the relay (ISO 8601). */
+  assigned_at: string | null;
+  first_output_at: string | null;
+  last_output_at: string | null;
+  /** Output pieces relayed (tokens as Switchyard counts them) and their UTF-8 bytes. */
+  tokens: number;
+  bytes: number;
+  /** SHA-256 (hex) of the segment's text. */
+  sha256: string;
+  /** Why it ended: a resume cause (`device_disconnected`, `device_timeout`, `dispatcher_lost`, a device's code), or `completed`. */
+  ended: string;
 }
 
 /**

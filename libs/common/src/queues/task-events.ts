@@ -8,6 +8,11 @@ import type { ErrorCode } from '../errors/app-error';
 export type TaskEvent =
   | { type: 'assigned'; device_id: string; attempt: number }
   | { type: 'requeued'; reason: string }
+  /**
+   * The task's device was lost after output reached the client, and the task waits for another device
+   * to continue the answer (its next attempt's output follows what the client already has).
+   */
+  | { type: 'resumed'; reason: string }
   | { type: 'delta'; choices: ChoiceDelta[] }
   | { type: 'done'; finish_reasons: FinishReason[]; usage: Usage | null }
   | { type: 'error'; code: ErrorCode; message: string };

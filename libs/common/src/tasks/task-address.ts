@@ -40,7 +40,10 @@ export type TaskFields = Pick<
   | 'assignedAt'
   | 'firstTokenAt'
   | 'finishedAt'
->;
+> & {
+  /** Null in a state read from Redis for a task never resumed. */
+  resumes: number | null;
+};
 
 /**
  * The public JSON of a task record, as `GET /v1/tasks/{task_address}` returns it to its organization
@@ -61,6 +64,7 @@ export function taskView(task: TaskFields, audience: 'organization' | 'operator'
     device_id: audience === 'operator' || task.mode === 'direct' ? task.deviceId : null,
     device_ref: task.deviceId ? deviceRef(task.orgId, task.deviceId) : null,
     attempts: task.attempts,
+    resumes: task.resumes ?? 0,
     finish_reason: task.finishReason,
     error_code: task.errorCode,
     usage: hasUsage

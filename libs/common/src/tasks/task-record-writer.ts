@@ -38,17 +38,18 @@ export interface SqlRunner {
 const UPSERT = `
 INSERT INTO tasks (id, address, org_id, api_key_id, model_id, mode, api, stream, status, device_id, finish_reason,
   error_code, prompt_tokens, completion_tokens, queued_at, assigned_at, first_token_at, finished_at, attempts,
-  output_sha256, record_version, output_bytes, usage_source, model_digest)
+  output_sha256, record_version, output_bytes, usage_source, model_digest, resumes, segments)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::task_mode[], $7::task_api[],
   $8::boolean[], $9::task_status[], $10::uuid[], $11::text[], $12::text[], $13::int[], $14::int[], $15::timestamptz[],
   $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::int[], $20::text[], $21::int[], $22::bigint[],
-  $23::text[], $24::text[])
+  $23::text[], $24::text[], $25::int[], $26::jsonb[])
 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, device_id = EXCLUDED.device_id,
   finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, prompt_tokens = EXCLUDED.prompt_tokens,
   completion_tokens = EXCLUDED.completion_tokens, assigned_at = EXCLUDED.assigned_at,
   first_token_at = EXCLUDED.first_token_at, finished_at = EXCLUDED.finished_at, attempts = EXCLUDED.attempts,
   output_sha256 = EXCLUDED.output_sha256, record_version = EXCLUDED.record_version,
-  output_bytes = EXCLUDED.output_bytes, usage_source = EXCLUDED.usage_source, model_digest = EXCLUDED.model_digest
+  output_bytes = EXCLUDED.output_bytes, usage_source = EXCLUDED.usage_source, model_digest = EXCLUDED.model_digest,
+  resumes = EXCLUDED.resumes, segments = COALESCE(EXCLUDED.segments, tasks.segments)
 WHERE tasks.record_version < EXCLUDED.record_version`;
 
 function columns(rows: TaskSnapshot[]): unknown[] {
@@ -78,6 +79,8 @@ function columns(rows: TaskSnapshot[]): unknown[] {
     col((r) => r.outputBytes),
     col((r) => r.usageSource),
     col((r) => r.modelDigest),
+    col((r) => r.resumes ?? 0),
+    col((r) => r.segments),
   ];
 }
 

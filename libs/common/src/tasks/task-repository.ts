@@ -36,7 +36,7 @@ export interface TaskRepositoryOptions {
 /** How many times a transition follows a task's holder that moved on between two tries. */
 const HOLDER_TRIES = 3;
 
-type TransitionOp = 'create' | 'claim' | 'first' | 'requeue' | 'end';
+type TransitionOp = 'create' | 'claim' | 'first' | 'requeue' | 'resume' | 'end';
 
 interface TransitionCommand {
   syTask(
@@ -164,10 +164,12 @@ export class TaskRepository {
 
   /**
    * A device of a dispatcher takes a queued task: the next attempt. The `assigned` event (sequence 0
-   * of the attempt) is written to the task's stream only if the claim is accepted.
+   * of the attempt) is written to the task's stream only if the claim is accepted. `resumes` is how
+   * many times the job says the task was resumed: a claim of a job that missed a resume is refused
+   * (status `resumed`), since its device would start the answer again.
    */
-  claim(taskId: string, by: Claimant): Promise<TransitionResult> {
-    return this.run(taskId, 'claim', '', claimPairs(by), [], this.options.endedTtlMs, by.dispatcherId);
+  claim(taskId: string, by: Claimant, resumes = 0): Promise<TransitionResult> {
+    return this.run(taskId, 'claim', String(resumes), claimPairs(by), [], this.options.endedTtlMs, by.dispatcherId);
   }
 
   /** The first output of an attempt: written with the entry that carries it. */
@@ -178,6 +180,14 @@ export class TaskRepository {
   /** The attempt's device is gone before any output: the task waits for another. */
   requeue(taskId: string, attempt: number, event: StreamFields): Promise<TransitionResult> {
     return this.run(taskId, 'requeue', String(attempt), [], event);
+  }
+
+  /**
+   * The attempt's device was lost after output reached the client: the task waits for a device that
+   * continues the answer (see Resumer), and counts one more resume.
+   */
+  resume(taskId: string, attempt: number, event: StreamFields): Promise<TransitionResult> {
+    return this.run(taskId, 'resume', String(attempt), [], event);
   }
 
   /** Ends the task if `guard` allows it; `event` reaches the client only then. */

@@ -32,6 +32,8 @@ const full: TaskStateValues = {
   outputSha256: 'abc',
   outputBytes: 11,
   usageSource: 'device',
+  resumes: 1,
+  segments: '[]',
 };
 
 describe('the task state codec', () => {
@@ -66,6 +68,8 @@ describe('the task state codec', () => {
       outputSha256: 'sha',
       outputBytes: 'ob',
       usageSource: 'us',
+      resumes: 'rs',
+      segments: 'segs',
     });
   });
 

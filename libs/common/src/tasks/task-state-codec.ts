@@ -43,6 +43,8 @@ export const taskStateCodec = new HashCodec({
   outputSha256: f.optionalText('sha', 'the SHA-256 of its output'),
   outputBytes: f.optionalInteger('ob', 'UTF-8 bytes of output relayed to the client'),
   usageSource: f.optionalText<'device' | 'relay'>('us', 'who counted the tokens: `device` or `relay`'),
+  resumes: f.optionalInteger('rs', 'how many times it was resumed on another device after output (absent: none)'),
+  segments: f.optionalText('segs', "a resumed task's segments, as JSON (written at its ending)"),
 } satisfies { [K in keyof TaskStateValues]: HashField<TaskStateValues[K]> });
 
 /** The task state's field names, for the transitions script's template. */

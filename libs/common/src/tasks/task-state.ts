@@ -34,6 +34,8 @@ export interface Ending {
   usageSource?: 'device' | 'relay' | null;
   /** When the first output was relayed (epoch ms), if no earlier transition recorded it. */
   firstTokenAt?: number | null;
+  /** A resumed task's segments (which device produced which part), as JSON (see TaskSegment). */
+  segments?: string | null;
 }
 
 /**
@@ -61,6 +63,9 @@ export interface TaskSnapshot extends Omit<NewTask, 'deadline'> {
   outputSha256: string | null;
   outputBytes: number | null;
   usageSource: 'device' | 'relay' | null;
+  /** Resumes on another device after output reached the client (null: none). */
+  resumes: number | null;
+  segments: string | null;
   queuedAt: Date;
   assignedAt: Date | null;
   firstTokenAt: Date | null;
@@ -72,7 +77,7 @@ export interface TaskSnapshot extends Omit<NewTask, 'deadline'> {
  * the ending was written to its Postgres record directly.
  */
 export type TransitionResult =
-  { ok: true; attempt: number; recovered?: boolean } | { ok: false; status: TaskStatus | null };
+  { ok: true; attempt: number; recovered?: boolean } | { ok: false; status: TaskStatus | 'resumed' | null };
 
 /** An event for the task's stream, as XADD field/value pairs (see encodeStreamEntry). */
 export type StreamFields = string[];

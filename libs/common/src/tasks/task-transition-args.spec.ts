@@ -51,6 +51,8 @@ describe('task transition arguments', () => {
       outputSha256: null,
       outputBytes: null,
       usageSource: null,
+      resumes: null,
+      segments: null,
       queuedAt: new Date(500),
       assignedAt: null,
       firstTokenAt: null,

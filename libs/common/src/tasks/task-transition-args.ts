@@ -38,6 +38,7 @@ export function endingPairs(ending: Ending): string[] {
     outputSha256: ending.outputSha256 ?? undefined,
     outputBytes: ending.outputBytes ?? undefined,
     usageSource: ending.usageSource ?? undefined,
+    segments: ending.segments ?? undefined,
     firstTokenAt:
       ending.firstTokenAt === null || ending.firstTokenAt === undefined ? undefined : new Date(ending.firstTokenAt),
   });

@@ -30,7 +30,7 @@ export const ENDED_VERSION = 1_000_000_000;
  * Returns {0, status} when refused (status '' when the task is unknown).
  *
  * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
- * assigned at 4a+1, streaming at 4a+2, requeued at 4a+3; an ending is final at ENDED_VERSION. Field
+ * assigned at 4a+1, streaming at 4a+2, requeued or resumed at 4a+3; an ending is final at ENDED_VERSION. Field
  * names (taskStateCodec) and the terminal statuses (task-statuses.ts) come by template.
  *
  * Every Redis call counts against the one Redis core the fleet shares (docs/benchmarks.md), so a
@@ -52,9 +52,10 @@ local event = {}
 for i = 8 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
 -- What any transition reads of the task, in one call (false where a field is absent).
 local cur = redis.call('HMGET', t, '${F.status}', '${F.attempts}', '${F.id}', '${F.address}', '${F.deviceId}',
-  '${F.dispatcherId}', '${F.token}', '${F.firstTokenAt}', '${F.assignedAt}', '${F.line}')
+  '${F.dispatcherId}', '${F.token}', '${F.firstTokenAt}', '${F.assignedAt}', '${F.line}', '${F.resumes}')
 local st, id, addr, dev, disp, tok, ft, as, line = cur[1], cur[3], cur[4], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]
 local att = tonumber(cur[2])
+local resumes = tonumber(cur[11]) or 0
 
 local function terminal(s)
   return ${ENDED_STATUSES.map((s) => `s == '${s}'`).join(' or ')}
@@ -98,9 +99,14 @@ if not st or terminal(st) then return refuse() end
 
 if op == 'claim' then
   if st ~= 'queued' then return refuse() end
+  -- A claim names the resumes its job knows of: a job that missed one (its resumer died before it
+  -- wrote the answer so far into the job) would have its device start the answer again.
+  if guard ~= '' and tonumber(guard) ~= resumes then return {0, 'resumed'} end
   att = att + 1
-  -- What an earlier attempt left and this claim does not set again.
+  -- What an earlier attempt left and this claim does not set again (a resumed task keeps the time of
+  -- its first output: the client had it then).
   local stale = {}
+  if resumes > 0 then ft = false end
   for _, f in ipairs({{'${F.firstTokenAt}', ft}, {'${F.token}', tok}, {'${F.dispatcherId}', disp}, {'${F.deviceId}', dev}}) do
     if f[2] and not set[f[1]] then stale[#stale + 1] = f[1] end
   end
@@ -118,7 +124,11 @@ end
 
 if op == 'first' then
   if st ~= 'assigned' or att ~= tonumber(guard) then return refuse() end
-  redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', now, '${F.version}', 4 * att + 2)
+  if ft then
+    redis.call('HSET', t, '${F.status}', 'streaming', '${F.version}', 4 * att + 2)
+  else
+    redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', now, '${F.version}', 4 * att + 2)
+  end
   record()
   return {1, att, '', '', '', ''}
 end
@@ -129,6 +139,17 @@ if op == 'requeue' then
   if other then return other end
   redis.call('HDEL', t, '${F.deviceId}', '${F.modelDigest}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
   redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3)
+  record()
+  return {1, att, dev or '', addr or '', '', ''}
+end
+
+-- The device was lost after output reached the client: the task waits for a device to continue it.
+if op == 'resume' then
+  if (st ~= 'assigned' and st ~= 'streaming') or att ~= tonumber(guard) then return refuse() end
+  local other = letGo()
+  if other then return other end
+  redis.call('HDEL', t, '${F.deviceId}', '${F.modelDigest}', '${F.dispatcherId}', '${F.token}', '${F.assignedAt}')
+  redis.call('HSET', t, '${F.status}', 'queued', '${F.version}', 4 * att + 3, '${F.resumes}', resumes + 1)
   record()
   return {1, att, dev or '', addr or '', '', ''}
 end

@@ -23,13 +23,19 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
         e.preventDefault();
         void api<AdminTask>('GET', `/admin/tasks/${encodeURIComponent(input.value.trim())}`)
           .then((task) => {
-            lookedUp = table(
-              ['Field', 'Value'],
-              Object.entries(task).map(([k, v]) => [
-                k,
-                typeof v === 'object' && v !== null ? JSON.stringify(v) : text(v),
-              ]),
-              'task-detail',
+            const { segments, ...fields } = task;
+            lookedUp = h(
+              'div',
+              {},
+              table(
+                ['Field', 'Value'],
+                Object.entries(fields).map(([k, v]) => [
+                  k,
+                  typeof v === 'object' && v !== null ? JSON.stringify(v) : text(v),
+                ]),
+                'task-detail',
+              ),
+              segments ? segmentsTable(segments) : null,
             );
           })
           .catch((err: Error) => {
@@ -56,5 +62,28 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
   );
 }
 
-/** Tasks: look one up, see what failed lately. */
+/** A resumed task's parts: which device produced which part of the answer, in order. */
+function segmentsTable(segments: NonNullable<AdminTask['segments']>): Node {
+  return h(
+    'div',
+    {},
+    h('h3', {}, `Resumed: ${segments.length} segments`),
+    table(
+      ['Attempt', 'Device', 'Tokens', 'Bytes', 'First output', 'Last output', 'SHA-256', 'Ended'],
+      segments.map((s) => [
+        String(s.attempt),
+        s.device_id,
+        String(s.tokens),
+        String(s.bytes),
+        text(s.first_output_at),
+        text(s.last_output_at),
+        s.sha256.slice(0, 16),
+        s.ended,
+      ]),
+      'segments-table',
+    ),
+  );
+}
+
+/** Tasks: look one up (a resumed one with its segments), see what failed lately. */
 export const tasksView: View = { name: 'Tasks', live: false, render };

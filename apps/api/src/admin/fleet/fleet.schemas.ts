@@ -74,5 +74,31 @@ export const traffic = named(
 export const adminTask = named(
   'AdminTask',
   'A task record of any organization.',
-  z.strictObject({ ...taskFields, org: z.string(), api_key_id: uuid.nullable() }),
+  z.strictObject({
+    ...taskFields,
+    org: z.string(),
+    api_key_id: uuid.nullable(),
+    segments: z
+      .array(
+        z.strictObject({
+          attempt: z.number().int(),
+          device_id: z.string(),
+          assigned_at: iso.nullable(),
+          first_output_at: iso.nullable(),
+          last_output_at: iso.nullable(),
+          tokens: z.number().int().describe('Output pieces relayed (tokens, as Switchyard counts them)'),
+          bytes: z.number().int(),
+          sha256: z.string().describe('SHA-256 of the text this device produced'),
+          ended: z
+            .string()
+            .describe(
+              'Why its part ended: `completed`, a resume cause (`device_disconnected`, `device_timeout`, `dispatcher_lost`, a device error), or how the task ended',
+            ),
+        }),
+      )
+      .nullable()
+      .describe(
+        'A resumed task: which device produced which part of the answer, in order; null when one device served it',
+      ),
+  }),
 );

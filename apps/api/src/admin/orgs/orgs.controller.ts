@@ -35,10 +35,13 @@ export class AdminOrgsController {
     return this.orgs.create(parseInput(createOrgBody, body ?? {}).name);
   }
 
-  /** Sets limits (a number, or null to remove one), the network switch and the weight; fields left out keep their value. */
+  /**
+   * Sets limits (a number, or null to remove one), the network and resume switches and the weight; fields left out
+   * keep their value.
+   */
   @Patch('orgs/:org')
   @ApiRoute({
-    summary: 'Set an organization’s limits, network switch and weight',
+    summary: 'Set an organization’s limits, network and resume switches and weight',
     tag: 'Admin',
     params: { org: PARAM.org },
     body: { schema: limitsBody, required: false },
@@ -52,6 +55,7 @@ export class AdminOrgsController {
       concurrency: input.concurrency,
       maxQueued: input.max_queued,
       network: input.network,
+      resume: input.resume,
       weight: input.weight,
     });
   }

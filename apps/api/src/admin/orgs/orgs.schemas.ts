@@ -20,6 +20,12 @@ export const limitsBody = z.strictObject({
     .boolean()
     .optional()
     .describe('false keeps the organization’s prompts off the shared network (mode network then gets 403)'),
+  resume: z
+    .boolean()
+    .optional()
+    .describe(
+      'false keeps one device per answer: a streamed task whose device is lost after output reached the client ends with device_disconnected instead of continuing on another device (default true)',
+    ),
   weight: z
     .number()
     .int()
@@ -49,6 +55,7 @@ export const orgEntry = named(
     created_at: iso,
     limits,
     network: z.boolean(),
+    resume: z.boolean(),
     weight: z.number().int(),
     active_keys: z.number().int(),
     models: z.number().int(),
@@ -58,6 +65,13 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', listOf(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s settings after the change: limits (null: unlimited), network switch, weight.',
-  z.strictObject({ id: uuid, name: z.string(), limits, network: z.boolean(), weight: z.number().int() }),
+  'An organization’s settings after the change: limits (null: unlimited), network and resume switches, weight.',
+  z.strictObject({
+    id: uuid,
+    name: z.string(),
+    limits,
+    network: z.boolean(),
+    resume: z.boolean(),
+    weight: z.number().int(),
+  }),
 );

@@ -104,8 +104,13 @@ describe('resume: a stream survives its device', () => {
   }
 
   /** Starts the streamed request and waits until part of the answer reached the client, then kills its device. */
-  async function killMidStream(tenant: Tenant, model: string, devices: { id: string; proc: Proc }[]) {
-    const live = new LiveStream(url(), tenant.key, body(model));
+  async function killMidStream(
+    tenant: Tenant,
+    model: string,
+    devices: { id: string; proc: Proc }[],
+    extra: Record<string, unknown> = {},
+  ) {
+    const live = new LiveStream(url(), tenant.key, body(model, extra));
     await live.waitFor(/"content":"[^"]+"[\s\S]*"content":"[^"]+"[\s\S]*"content":"[^"]+"/);
     const row = await waitStatus(tenant.org.id, 'streaming');
     const holder = devices.find((d) => d.id === row.deviceId)!;
@@ -198,7 +203,7 @@ describe('resume: a stream survives its device', () => {
     d1 = restarted;
   }, 150_000);
 
-  it('no resume when the organization turned it off, or when no online device can continue: the explicit error stays', async () => {
+  it('no resume when the organization turned it off, when no online device can continue, or with n > 1: the explicit error stays', async () => {
     const model = uniq('resume-off');
     const tenant = await createTenant([model]);
     const off = await http('PATCH', `${api.url}/admin/orgs/${tenant.org.name}`, {
@@ -222,8 +227,16 @@ describe('resume: a stream survives its device', () => {
     await within(second.live.done, HANG_MS, 'the stream without a device that can continue');
     expect(second.live.events.at(-1).error.code).toBe('device_disconnected');
     expect(second.live.events).not.toContain('[DONE]');
+    // n > 1: each choice's text would need a device that continues all of them at once.
+    const multi = uniq('resume-n');
+    const nTenant = await createTenant([multi]);
+    const e = await device(multi, d2);
+    const f = await device(multi, d2);
+    const third = await killMidStream(nTenant, multi, [e, f], { n: 2 });
+    await within(third.live.done, HANG_MS, 'the stream with two choices');
+    expect(third.live.events.at(-1).error.code).toBe('device_disconnected');
     await recordsWritten();
-    const rows = await db().task.findMany({ where: { orgId: { in: [tenant.org.id, other.org.id] } } });
-    expect(rows.filter((r) => r.errorCode === 'device_disconnected').map((r) => r.resumes)).toEqual([0, 0]);
+    const rows = await db().task.findMany({ where: { orgId: { in: [tenant.org.id, other.org.id, nTenant.org.id] } } });
+    expect(rows.filter((r) => r.errorCode === 'device_disconnected').map((r) => r.resumes)).toEqual([0, 0, 0]);
   }, 120_000);
 });

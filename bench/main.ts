@@ -17,6 +17,7 @@ import { fairnessScenario } from './scenarios/fairness';
 import { hostileScenario } from './scenarios/hostile';
 import { queuesScenario } from './scenarios/queues';
 import { relayScenario } from './scenarios/relay/scenario';
+import { resumeScenario } from './scenarios/resume';
 import { streamsScenario } from './scenarios/streams';
 import { throughputScenario } from './scenarios/throughput';
 import { usageScenario } from './scenarios/usage';
@@ -36,6 +37,7 @@ const SCENARIOS = {
   streams: streamsScenario,
   fairness: fairnessScenario,
   hostile: hostileScenario,
+  resume: resumeScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
   cluster: (ctx: Ctx) => clusterScenario(ctx),
 } as const;

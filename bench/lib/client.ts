@@ -20,6 +20,8 @@ export interface StreamResult {
   complete: boolean;
   /** Switchyard's task_address, from the chunks (the upstream has none). */
   taskAddress?: string;
+  /** Choice 0's text, when asked for (keepText). */
+  text: string;
   error?: string;
 }
 
@@ -38,12 +40,13 @@ export function streamChat(
   headers: Record<string, string>,
   body: string,
   agent: http.Agent,
-  onContent?: (count: number) => void,
+  onContent?: (count: number, taskAddress: string | undefined) => void,
+  keepText = false,
 ): StreamHandle {
   let req: ClientRequest | undefined;
   let aborted = false;
   const done = new Promise<StreamResult>((resolve) => {
-    const result: StreamResult = { status: 0, sentAt: performance.now(), contentAt: [], complete: false };
+    const result: StreamResult = { status: 0, sentAt: performance.now(), contentAt: [], complete: false, text: '' };
     req = http.request(
       url,
       {
@@ -81,7 +84,10 @@ export function streamChat(
                 result.error = parsed.error.message ?? 'error event';
               } else if (parsed.choices?.some((c) => typeof c.delta?.content === 'string' && c.delta.content !== '')) {
                 result.contentAt.push(at);
-                onContent?.(result.contentAt.length);
+                if (keepText) {
+                  result.text += parsed.choices[0]?.delta?.content ?? '';
+                }
+                onContent?.(result.contentAt.length, result.taskAddress);
               }
             } catch {
               result.error = 'unparseable event';

@@ -14,6 +14,8 @@ export const USAGE_START = '<!-- bench:usage:start -->';
 export const USAGE_END = '<!-- bench:usage:end -->';
 export const CLUSTER_START = '<!-- bench:cluster:start -->';
 export const CLUSTER_END = '<!-- bench:cluster:end -->';
+export const RESUME_START = '<!-- bench:resume:start -->';
+export const RESUME_END = '<!-- bench:resume:end -->';
 
 export interface RunReport {
   date: string;
@@ -139,13 +141,20 @@ See the sections above the results for how to run the benchmark and what each sc
 `;
 
 /**
- * The results sections of docs/benchmarks.md: the usage queries have a section of their own, so that a
- * run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces the other's numbers.
+ * The results sections of docs/benchmarks.md: the usage queries, the cluster and resume have a section of
+ * their own, so that a run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces
+ * the other's numbers.
  */
 const SECTIONS = [
-  { start: RESULTS_START, end: RESULTS_END, level: 2, has: (name: string) => name !== 'usage' && name !== 'cluster' },
+  {
+    start: RESULTS_START,
+    end: RESULTS_END,
+    level: 2,
+    has: (name: string) => name !== 'usage' && name !== 'cluster' && name !== 'resume',
+  },
   { start: USAGE_START, end: USAGE_END, level: 3, has: (name: string) => name === 'usage' },
   { start: CLUSTER_START, end: CLUSTER_END, level: 3, has: (name: string) => name === 'cluster' },
+  { start: RESUME_START, end: RESUME_END, level: 3, has: (name: string) => name === 'resume' },
 ];
 
 /** Rewrites the results sections of docs/benchmarks.md that this run measured, leaving the rest as it is. */

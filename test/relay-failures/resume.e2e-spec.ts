@@ -203,6 +203,51 @@ describe('resume: a stream survives its device', () => {
     d1 = restarted;
   }, 150_000);
 
+  it('chaos: 3 devices, 20 streams two at a time, a device SIGKILLed and restarted every 2 s: every stream whole', async () => {
+    const model = uniq('resume-chaos');
+    const tenant = await createTenant([model]);
+    const fleet = [await device(model, d2), await device(model, d2), await device(model, d2)];
+    const whole = await reference(tenant, model);
+    let stop = false;
+    let kills = 0;
+    const killer = (async () => {
+      while (!stop) {
+        await new Promise((r) => setTimeout(r, 2_000));
+        if (stop) {
+          break;
+        }
+        const victim = fleet[kills++ % fleet.length];
+        victim.proc.child.kill('SIGKILL');
+        const { token } = victim;
+        // The same device comes back (its token), as an operator's service manager restarts it.
+        victim.proc = await startDevice(d2.url, token, { models: [model], ...SIM }, { wait: false });
+        procs.push(victim.proc);
+      }
+    })();
+    const results: Served[] = [];
+    let next = 0;
+    const client = async () => {
+      while (next < 20) {
+        next++;
+        const live = new LiveStream(url(), tenant.key, body(model));
+        await within(live.done, HANG_MS, 'a stream under chaos');
+        results.push(received(live));
+      }
+    };
+    try {
+      await Promise.all([client(), client()]);
+    } finally {
+      stop = true;
+      await killer;
+    }
+    expect(results.map((r) => r.text === whole.text && r.finish === whole.finish)).toEqual(results.map(() => true));
+    expect(kills).toBeGreaterThan(3);
+    // Two devices of three are streaming at most moments: kills that hit one were resumed.
+    await recordsWritten();
+    const resumed = await db().task.count({ where: { orgId: tenant.org.id, resumes: { gt: 0 } } });
+    expect(resumed).toBeGreaterThan(0);
+  }, 180_000);
+
   it('no resume when the organization turned it off, when no online device can continue, or with n > 1: the explicit error stays', async () => {
     const model = uniq('resume-off');
     const tenant = await createTenant([model]);

@@ -23,6 +23,8 @@ import {
  */
 const HANG_MS = 30_000;
 const SIM = { tokensPerSecond: 25, tokens: 40 };
+/** A device silent this long about a task is dropped (the sim streams a token every 40 ms otherwise). */
+const ENV = { TASK_IDLE_TIMEOUT_MS: '3000' };
 
 interface Served {
   text: string;
@@ -39,7 +41,7 @@ describe('resume: a stream survives its device', () => {
   const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
   beforeAll(async () => {
-    [api, d1, d2] = await Promise.all([startApi(), startDispatcher(), startDispatcher()]);
+    [api, d1, d2] = await Promise.all([startApi(ENV), startDispatcher(ENV), startDispatcher(ENV)]);
     servers.push(api, d1, d2);
   });
 
@@ -158,6 +160,30 @@ describe('resume: a stream survives its device', () => {
     expect(own.body).toMatchObject({ status: 'completed', resumes: 1 });
   }, 120_000);
 
+  it('a device that goes silent mid-stream (SIGSTOP) for TASK_IDLE_TIMEOUT_MS: dropped, and the answer continued elsewhere', async () => {
+    const model = uniq('resume-silent');
+    const tenant = await createTenant([model]);
+    const a = await device(model, d1);
+    const whole = await reference(tenant, model);
+    const b = await device(model, d1);
+    const live = new LiveStream(url(), tenant.key, body(model));
+    await live.waitFor(/"content":"[^"]+"[\s\S]*"content":"[^"]+"/);
+    const row = await waitStatus(tenant.org.id, 'streaming');
+    const frozen = [a, b].find((d) => d.id === row.deviceId)!;
+    frozen.proc.child.kill('SIGSTOP');
+    try {
+      await within(live.done, HANG_MS, 'the stream whose device froze');
+    } finally {
+      frozen.proc.child.kill('SIGCONT');
+    }
+    const got = received(live);
+    expect(got.text).toBe(whole.text);
+    expect(got.usage).toEqual(whole.usage);
+    await recordsWritten();
+    const view = await http('GET', `${api.url}/admin/tasks/${got.address}`, { headers: admin });
+    expect((view.body.segments as { ended: string }[]).map((s) => s.ended)).toEqual(['device_timeout', 'completed']);
+  }, 120_000);
+
   it('non-streamed: the client gets one whole answer, as if nothing had happened', async () => {
     const model = uniq('resume-whole');
     const tenant = await createTenant([model]);
@@ -198,7 +224,7 @@ describe('resume: a stream survives its device', () => {
     await recordsWritten();
     const done = await db().task.findFirstOrThrow({ where: { address: got.address } });
     expect(done).toMatchObject({ status: 'completed', resumes: 1 });
-    const restarted = await startDispatcher({}, d1.port);
+    const restarted = await startDispatcher(ENV, d1.port);
     servers.push(restarted);
     d1 = restarted;
   }, 150_000);

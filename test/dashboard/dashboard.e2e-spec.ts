@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';
@@ -6,6 +7,7 @@ import {
   closeDb,
   createDevice,
   createTenant,
+  db,
   http,
   startApi,
   startDevice,
@@ -169,6 +171,54 @@ describe('dashboard in a browser', () => {
     await open('Admin');
     await page.getByTestId('keys-table').waitFor();
     await shot('admin');
+  });
+
+  test("a resumed task's segments: which device produced which part of the answer", async () => {
+    // A record as the dispatcher writes one for a task resumed once (the resume itself is relay-failures/resume's).
+    const id = randomUUID();
+    const address = `network:${id}`;
+    const segment = (attempt: number, device: string, tokens: number, ended: string) => ({
+      attempt,
+      device_id: device,
+      assigned_at: '2026-12-06T08:00:00.000Z',
+      first_output_at: '2026-12-06T08:00:00.100Z',
+      last_output_at: '2026-12-06T08:00:01.000Z',
+      tokens,
+      bytes: tokens * 5,
+      sha256: 'ab'.repeat(32),
+      ended,
+    });
+    await db().task.create({
+      data: {
+        id,
+        address,
+        orgId: tenant.org.id,
+        modelId: model,
+        mode: 'network',
+        api: 'openai',
+        stream: true,
+        status: 'completed',
+        attempts: 2,
+        resumes: 1,
+        deviceId,
+        segments: [
+          segment(1, 'device-lost-mid-answer', 10, 'device_disconnected'),
+          segment(2, deviceId, 30, 'completed'),
+        ],
+      },
+    });
+    await open('Tasks');
+    await page.locator('input[name="task_address"]').fill(address);
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await page.locator('[data-testid="segments-table"] tbody tr').first().waitFor();
+    const cells = await page
+      .locator('[data-testid="segments-table"] tbody tr')
+      .evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    expect(cells.map((c) => [c[0], c[1], c[2], c[7]])).toEqual([
+      ['1', 'device-lost-mid-answer', '10', 'device_disconnected'],
+      ['2', deviceId, '30', 'completed'],
+    ]);
+    await page.getByText('Resumed: 2 segments').waitFor();
   });
 
   test('a quarantined device shows as such, with the reason on hover', async () => {

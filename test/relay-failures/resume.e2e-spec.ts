@@ -274,7 +274,7 @@ describe('resume: a stream survives its device', () => {
     expect(resumed).toBeGreaterThan(0);
   }, 180_000);
 
-  it('no resume when the organization turned it off, when no online device can continue, or with n > 1: the explicit error stays', async () => {
+  it('no resume when the organization turned it off, when no online device can continue, with n > 1 or a json_schema: the explicit error stays', async () => {
     const model = uniq('resume-off');
     const tenant = await createTenant([model]);
     const off = await http('PATCH', `${api.url}/admin/orgs/${tenant.org.name}`, {
@@ -306,8 +306,23 @@ describe('resume: a stream survives its device', () => {
     const third = await killMidStream(nTenant, multi, [e, f], { n: 2 });
     await within(third.live.done, HANG_MS, 'the stream with two choices');
     expect(third.live.events.at(-1).error.code).toBe('device_disconnected');
+    // json_schema: a runtime's schema-constrained decoding cannot start in the middle of a document.
+    const structured = uniq('resume-json');
+    const jsonTenant = await createTenant([structured]);
+    const slow = [
+      await device(structured, d2, { tokensPerSecond: 4 }),
+      await device(structured, d2, { tokensPerSecond: 4 }),
+    ];
+    const schema = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
+    const fourth = await killMidStream(jsonTenant, structured, slow, {
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema } },
+    });
+    await within(fourth.live.done, HANG_MS, 'the stream with a json_schema');
+    expect(fourth.live.events.at(-1).error.code).toBe('device_disconnected');
     await recordsWritten();
-    const rows = await db().task.findMany({ where: { orgId: { in: [tenant.org.id, other.org.id, nTenant.org.id] } } });
-    expect(rows.filter((r) => r.errorCode === 'device_disconnected').map((r) => r.resumes)).toEqual([0, 0, 0]);
+    const rows = await db().task.findMany({
+      where: { orgId: { in: [tenant.org.id, other.org.id, nTenant.org.id, jsonTenant.org.id] } },
+    });
+    expect(rows.filter((r) => r.errorCode === 'device_disconnected').map((r) => r.resumes)).toEqual([0, 0, 0, 0]);
   }, 120_000);
 });

@@ -184,6 +184,14 @@ describe('Finalizer: resume', () => {
     expect(await t.counted('tasks')).toEqual([]);
   });
 
+  it('a resume the task refuses (it ended meanwhile, e.g. its client left): the job is finished, not continued', async () => {
+    const t = setup({ resumable: true, result: { ok: false, status: 'cancelled' } });
+    t.tracker.output([{ index: 0, content: 'Hel' }]);
+    await t.finalizer.end(t.a, { kind: 'dropped', reason: 'device_disconnected' });
+    expect(t.resumer.continued).toEqual([]);
+    expect(t.jobs.moves).toEqual([{ move: 'finish', jobId: 'job-1', token: 'lock-token', failed: 'resume' }]);
+  });
+
   it('a runtime failure after output is resumed; the same failure before output, or a refusal to resume, ends the task', async () => {
     const failure: Outcome = {
       kind: 'failed',

@@ -251,10 +251,8 @@ export class Finalizer {
       result = await a.writer.close(this.closing(a, outcome));
     }
     const label = outcome.kind === 'failed' ? outcome.code : outcome.kind;
-    if (outcome.kind === 'resume') {
-      if (result?.ok) {
-        await this.resumer.continueJob(a.job, a.token, outcome.cause);
-      }
+    if (outcome.kind === 'resume' && result?.ok) {
+      await this.resumer.continueJob(a.job, a.token, outcome.cause);
       this.logger.info(
         {
           deviceId: a.session.id,

@@ -95,7 +95,8 @@ export class TakeoverService implements OnModuleInit, OnModuleDestroy {
 
   private async rescue(task: TaskSnapshot): Promise<void> {
     const job = await this.jobs.find(task.line, task.id);
-    const retry = task.status === 'assigned' && task.attempts < this.config.MAX_ATTEMPTS;
+    // A resumed task's attempts that gave output are not counted against MAX_ATTEMPTS.
+    const retry = task.status === 'assigned' && task.attempts < this.config.MAX_ATTEMPTS + (task.resumes ?? 0);
     if (retry) {
       const moved = await this.tasks.requeue(
         task.id,

@@ -19,10 +19,10 @@ import { expectStatus } from '../support/expect-status';
 /**
  * What an operator decides about who may serve what (issue 12): a device restricted to listed models,
  * an organization kept off the network, an organization that keeps one device per answer (resume off,
- * issue 37), an organization's weight; through the admin HTTP API and the CLI, and as a device and a
- * client then see it.
+ * issue 37), an organization that follows the Nodea specification (compat, issue 38), an organization's
+ * weight; through the admin HTTP API and the CLI, and as a device and a client then see it.
  */
-describe('admin: device model restrictions, org network and resume switches and weight', () => {
+describe('admin: device model restrictions, org network and resume switches, compat and weight', () => {
   let api: Api;
   let dispatcher: Dispatcher;
   let tenant: Tenant;
@@ -136,6 +136,7 @@ describe('admin: device model restrictions, org network and resume switches and 
       limits: { rpm: null, concurrency: null, max_queued: null },
       network: false,
       resume: true,
+      compat: 'openai',
       weight: 1,
     });
     let last = await chat();
@@ -170,6 +171,7 @@ describe('admin: device model restrictions, org network and resume switches and 
       limits: { rpm: null, concurrency: null, max_queued: null },
       network: true,
       resume: false,
+      compat: 'openai',
       weight: 1,
     });
     expect((await stored()).resume).toBe(false);
@@ -190,6 +192,46 @@ describe('admin: device model restrictions, org network and resume switches and 
     expectStatus(on, 200);
     expect(on.body.resume).toBe(true);
     expect((await listed()).resume).toBe(true);
+  });
+
+  test("an org's compat is openai by default; PATCH sets nodea and openai, GET shows it; a bad value is 400 and changes nothing", async () => {
+    const org = await createTenant([]);
+    const path = `/admin/orgs/${org.org.name}`;
+    const listed = async () =>
+      (await admin('GET', '/admin/orgs')).body.data.find((o: { id: string }) => o.id === org.org.id);
+    const stored = () => db().organization.findUniqueOrThrow({ where: { id: org.org.id } });
+    expect((await listed()).compat).toBe('openai');
+    expect((await stored()).compat).toBe('openai');
+
+    const nodea = await admin('PATCH', path, { compat: 'nodea' });
+    expectStatus(nodea, 200);
+    expect(nodea.body).toEqual({
+      id: org.org.id,
+      name: org.org.name,
+      limits: { rpm: null, concurrency: null, max_queued: null },
+      network: true,
+      resume: true,
+      compat: 'nodea',
+      weight: 1,
+    });
+    expect((await stored()).compat).toBe('nodea');
+    expect((await listed()).compat).toBe('nodea');
+    // Fields left out keep their value: another setting leaves compat as it is.
+    const weighted = await admin('PATCH', path, { weight: 2 });
+    expect([weighted.body.compat, weighted.body.weight]).toEqual(['nodea', 2]);
+
+    for (const compat of ['Nodea', 'OPENAI', 'vllm', '', 1, true, null, ['nodea']]) {
+      assertOpenAIError(await admin('PATCH', path, { compat }), 400, 'invalid_request', 'compat');
+    }
+    // A bad compat refuses the whole request: the valid field beside it is not written either.
+    assertOpenAIError(await admin('PATCH', path, { weight: 4, compat: 'Nodea' }), 400, 'invalid_request', 'compat');
+    const unchanged = await stored();
+    expect([unchanged.compat, unchanged.weight]).toEqual(['nodea', 2]);
+
+    const openai = await admin('PATCH', path, { compat: 'openai' });
+    expectStatus(openai, 200);
+    expect(openai.body.compat).toBe('openai');
+    expect((await listed()).compat).toBe('openai');
   });
 
   test('an org weight is set between 1 and 100; anything else is 400', async () => {
@@ -214,7 +256,7 @@ describe('admin: device model restrictions, org network and resume switches and 
     expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).weight).toBe(3);
   });
 
-  test('the CLI: device create --models, device models --set/--clear, org network, org resume, org weight', async () => {
+  test('the CLI: device create --models, device models --set/--clear, org network, org resume, org compat, org weight', async () => {
     const created = await cli(['--json', 'device', 'create', uniq('cli-dev'), '--models', `${modelA},${modelB}`]);
     expect({ code: created.code, stderr: created.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     const device = JSON.parse(created.stdout);
@@ -259,6 +301,22 @@ describe('admin: device model restrictions, org network and resume switches and 
     expect(badResume.code).toBe(1);
     expect(badResume.stderr).toMatch(/must be on or off/);
     expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).resume).toBe(true);
+
+    const nodea = await cli(['--json', 'org', 'compat', tenant.org.name, 'nodea']);
+    expect({ code: nodea.code, stderr: nodea.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(JSON.parse(nodea.stdout).compat).toBe('nodea');
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).compat).toBe('nodea');
+    const listedCompat = await cli(['--json', 'org', 'list']);
+    expect(JSON.parse(listedCompat.stdout).data.find((o: { id: string }) => o.id === tenant.org.id).compat).toBe(
+      'nodea',
+    );
+    const openai = await cli(['org', 'compat', tenant.org.name, 'openai']);
+    expect({ code: openai.code, stderr: openai.stderr }).toEqual(expect.objectContaining({ code: 0 }));
+    expect(openai.stdout).toMatch(/^compat\s+openai$/m);
+    const badCompat = await cli(['org', 'compat', tenant.org.name, 'Nodea']);
+    expect(badCompat.code).toBe(1);
+    expect(badCompat.stderr).toMatch(/must be openai or nodea/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: tenant.org.id } })).compat).toBe('openai');
 
     const weight = await cli(['org', 'weight', tenant.org.name, '5']);
     expect({ code: weight.code, stderr: weight.stderr }).toEqual(expect.objectContaining({ code: 0 }));

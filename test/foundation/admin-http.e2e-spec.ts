@@ -69,7 +69,7 @@ describe('admin HTTP API', () => {
     expect(entry.models).toBe(0);
     expect(entry.devices).toBe(0);
     expect(entry.limits).toEqual({ rpm: null, concurrency: null, max_queued: null });
-    expect([entry.network, entry.resume, entry.weight]).toEqual([true, true, 1]);
+    expect([entry.network, entry.resume, entry.compat, entry.weight]).toEqual([true, true, 'openai', 1]);
     const mine = listed.body.data.find((o: { name: string }) => o.name === tenant.org.name);
     expect(mine.active_keys).toBe(1);
     expect(mine.models).toBe(1);
@@ -86,6 +86,7 @@ describe('admin HTTP API', () => {
       limits: { rpm: 60, concurrency: 2, max_queued: null },
       network: true,
       resume: true,
+      compat: 'openai',
       weight: 1,
     });
     // Fields left out keep their value; null removes a limit.

@@ -109,29 +109,41 @@ describe('admin CLI', () => {
 
     const [humanList, jsonList] = await Promise.all([cli(['org', 'list']), cli(['--json', 'org', 'list'])]);
     const { header, rows } = table(ok(humanList, 'org list'));
-    assertColumns(header, ['ID', 'NAME', 'CREATED_AT', 'NETWORK', 'RESUME', 'ACTIVE_KEYS', 'MODELS', 'DEVICES']);
-    const row = rowOf(rows, 'NAME', orgA);
-    expect([row.ID, row.CREATED_AT, row.NETWORK, row.RESUME, row.ACTIVE_KEYS, row.MODELS, row.DEVICES]).toEqual([
-      record.id,
-      record.created_at,
-      'true',
-      'true',
-      '0',
-      '0',
-      '0',
+    assertColumns(header, [
+      'ID',
+      'NAME',
+      'CREATED_AT',
+      'NETWORK',
+      'RESUME',
+      'COMPAT',
+      'ACTIVE_KEYS',
+      'MODELS',
+      'DEVICES',
     ]);
+    const row = rowOf(rows, 'NAME', orgA);
+    expect([
+      row.ID,
+      row.CREATED_AT,
+      row.NETWORK,
+      row.RESUME,
+      row.COMPAT,
+      row.ACTIVE_KEYS,
+      row.MODELS,
+      row.DEVICES,
+    ]).toEqual([record.id, record.created_at, 'true', 'true', 'openai', '0', '0', '0']);
     const list = okJson(jsonList, 'org list --json');
     expect(list.object).toBe('list');
     const entry = list.data.find((o: { name: string }) => o.name === orgB);
     expect({ ok: Boolean(entry), message: `${orgB} not in org list` }).toEqual(expect.objectContaining({ ok: true }));
-    expect([entry.id, entry.created_at, entry.resume, entry.active_keys, entry.models, entry.devices]).toEqual([
-      created.id,
-      created.created_at,
-      true,
-      0,
-      0,
-      0,
-    ]);
+    expect([
+      entry.id,
+      entry.created_at,
+      entry.resume,
+      entry.compat,
+      entry.active_keys,
+      entry.models,
+      entry.devices,
+    ]).toEqual([created.id, created.created_at, true, 'openai', 0, 0, 0]);
   });
 
   test('key create, key list and key revoke', async () => {
@@ -298,7 +310,7 @@ describe('admin CLI', () => {
     expect(await db().model.count({ where: { id: { in: [modelA, modelB] } } })).toBe(2);
   });
 
-  test('org network on|off, org resume on|off, device create --models, device models --set|--clear', async () => {
+  test('org network on|off, org resume on|off, org compat openai|nodea, device create --models, device models --set|--clear', async () => {
     const { id: orgId, name: org } = await newOrg();
     const off = okJson(await cli(['--json', 'org', 'network', org, 'off']), 'org network off');
     expect(off.network).toBe(false);
@@ -325,6 +337,26 @@ describe('admin CLI', () => {
     expect(ghost.code).toBe(1);
     expect(ghost.stderr).toMatch(/does not exist \(org_not_found\)/);
     expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).resume).toBe(true);
+
+    // org compat openai|nodea: the setting, nothing else.
+    expect(okJson(await cli(['--json', 'org', 'compat', org, 'nodea']), 'org compat nodea')).toMatchObject({
+      name: org,
+      network: true,
+      resume: true,
+      compat: 'nodea',
+    });
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).compat).toBe('nodea');
+    const openai = humanRecord(ok(await cli(['org', 'compat', org, 'openai']), 'org compat openai'));
+    expect([openai.compat, openai.resume, openai.network]).toEqual(['openai', 'true', 'true']);
+    for (const value of ['Nodea', 'vllm']) {
+      const badCompat = await cli(['org', 'compat', org, value]);
+      expect(badCompat.code).toBe(1);
+      expect(badCompat.stderr).toMatch(/must be openai or nodea/);
+    }
+    const ghostCompat = await cli(['org', 'compat', uniq('ghost-org'), 'nodea']);
+    expect(ghostCompat.code).toBe(1);
+    expect(ghostCompat.stderr).toMatch(/does not exist \(org_not_found\)/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).compat).toBe('openai');
 
     const [a, b] = [uniq('cli-list-a'), uniq('cli-list-b')];
     await ensureCatalog([a, b]);

@@ -161,6 +161,8 @@ describe('OpenAPI document', () => {
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { network: false, weight: 2 });
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { resume: false });
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { resume: 'yes' });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { compat: 'nodea' });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { compat: 'Nodea' });
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { weight: 0 });
     const key = await asAdmin('POST', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`, { label: 'doc' });
     const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {

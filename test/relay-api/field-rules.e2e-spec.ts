@@ -1,5 +1,5 @@
 import { Ollama } from 'ollama';
-import { createDevice, createTenant, http, uniq } from '../support/stack';
+import { createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import {
@@ -320,6 +320,47 @@ describe('field rules', () => {
       });
       const task = await completedTask(chunks[0].task_address);
       expect(task.completionTokens).toBe(16);
+    });
+  });
+
+  describe('6b. an organization that follows the Nodea specification (compat)', () => {
+    test('the stop text ends the output, and with n > 1 completion_tokens counts one choice; the record counts all', async () => {
+      const nodea = await createTenant([rich]);
+      await db().organization.update({ where: { id: nodea.org.id }, data: { compat: 'nodea' } });
+      const full = await relay.chat(nodea.key, { model: rich, messages: MESSAGES });
+      const text: string = full.body.choices[0].message.content;
+      const words = text.split(' ');
+      const stop = `${words[3]} ${words[4]}`;
+      const at = text.indexOf(stop);
+      const kept = await relay.chat(nodea.key, { model: rich, messages: MESSAGES, stop });
+      expectStatus(kept, 200);
+      expect(kept.body.choices[0].message.content).toBe(text.slice(0, at + stop.length));
+      const sse = await postSse(relay.url, nodea.key, { model: rich, messages: MESSAGES, stop, stream: true });
+      expect(streamedContent(chunksOf(sse))).toEqual([text.slice(0, at + stop.length)]);
+
+      const three = await relay.chat(nodea.key, { model: rich, messages: MESSAGES, n: 3 });
+      expectStatus(three, 200);
+      expect(three.body.usage).toEqual({
+        prompt_tokens: PROMPT_WORDS,
+        completion_tokens: 8,
+        total_tokens: PROMPT_WORDS + 8,
+      });
+      const streamed = await postSse(relay.url, nodea.key, {
+        model: rich,
+        messages: MESSAGES,
+        n: 2,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      const chunks = chunksOf(streamed);
+      expect(chunks.at(-1).usage).toEqual({
+        prompt_tokens: PROMPT_WORDS,
+        completion_tokens: 8,
+        total_tokens: PROMPT_WORDS + 8,
+      });
+      // Billing counts the work done: every choice.
+      const task = await completedTask(three.body.task_address);
+      expect(task.completionTokens).toBe(24);
     });
   });
 

@@ -465,6 +465,7 @@ describe('limits and request caps', () => {
         limits: { rpm: 10, concurrency: 3, max_queued: 4 },
         network: true,
         resume: true,
+        compat: 'openai',
         weight: 1,
       });
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });

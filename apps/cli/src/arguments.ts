@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { OrgCompat } from '@app/common/prisma/generated/enums';
 
 /** Parses a whole number above 0 (commander's argParser: a bad value is a usage error). */
 export function positiveInt(value: string): number {
@@ -14,6 +15,15 @@ export function onOff(value: string): boolean {
     throw new InvalidArgumentError('must be on or off');
   }
   return value === 'on';
+}
+
+/** Parses an organization's compat: `openai` or `nodea` (docs/api.md, "Compatibility"). */
+export function orgCompat(value: string): OrgCompat {
+  const values: string[] = Object.values(OrgCompat);
+  if (!values.includes(value)) {
+    throw new InvalidArgumentError(`must be ${values.join(' or ')}`);
+  }
+  return value as OrgCompat;
 }
 
 /** Parses a comma-separated list of model ids. */

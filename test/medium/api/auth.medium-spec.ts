@@ -97,16 +97,22 @@ describe('auth guard (api)', () => {
     expect(bodies.size).toBe(1);
   });
 
-  it("the caller a key authenticates carries its organization's switches: network and resume", async () => {
+  it("the caller a key authenticates carries its organization's switches: network, resume and compat", async () => {
     const keys = api.app.get(ApiKeyService);
     const [plain, keepOne] = await Promise.all([createTenant([]), createTenant([])]);
     // Set before either key is looked up: the api's cache of key lookups has neither yet.
-    await new AdminService(db()).setLimits(keepOne.org.name, { network: false, resume: false });
-    expect(await keys.authenticate(plain.key)).toMatchObject({ orgId: plain.org.id, network: true, resume: true });
+    await new AdminService(db()).setLimits(keepOne.org.name, { network: false, resume: false, compat: 'nodea' });
+    expect(await keys.authenticate(plain.key)).toMatchObject({
+      orgId: plain.org.id,
+      network: true,
+      resume: true,
+      compat: 'openai',
+    });
     expect(await keys.authenticate(keepOne.key)).toMatchObject({
       orgId: keepOne.org.id,
       network: false,
       resume: false,
+      compat: 'nodea',
     });
   });
 

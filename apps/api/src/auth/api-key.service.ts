@@ -9,7 +9,7 @@ import {
   looksLikeApiKey,
   sha256Hex,
 } from '@app/common';
-import type { Logger } from '@app/common';
+import type { Logger, OrgCompat } from '@app/common';
 import type { AuthContext } from './auth-context';
 import { KeyUsageService } from '../keys/key-usage.service';
 
@@ -58,11 +58,12 @@ interface KeyRow {
   weight: number;
   network: boolean;
   resume: boolean;
+  compat: OrgCompat;
 }
 
 const KEY_LOOKUP = `
   SELECT k.id, k.org_id, k.revoked_at, k.expires_at, o.name AS org_name, o.rpm_limit, o.concurrency_limit,
-         o.max_queued, o.weight, o.network, o.resume
+         o.max_queued, o.weight, o.network, o.resume, o.compat
   FROM api_keys k JOIN organizations o ON o.id = k.org_id
   WHERE k.hash = $1`;
 
@@ -136,6 +137,7 @@ export class ApiKeyService implements OnApplicationBootstrap {
               weight: row.weight,
               network: row.network,
               resume: row.resume,
+              compat: row.compat,
             }
           : null,
       expiresAt: row?.expires_at?.getTime() ?? null,

@@ -1,5 +1,6 @@
 import { createParamDecorator } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
+import type { OrgCompat } from '@app/common';
 import type { OrgLimits } from '../limits/limits.service';
 
 /** Who is calling: set on the request by the auth hook for every `api_key` route. */
@@ -15,6 +16,11 @@ export interface AuthContext {
   network: boolean;
   /** Whether a task of this org may be resumed on another device after output reached the client. */
   resume: boolean;
+  /**
+   * Which rules the OpenAI routes follow where OpenAI and the Nodea specification differ: docs/api.md,
+   * "Compatibility" (`'openai'`, the default, or `'nodea'`).
+   */
+  compat: OrgCompat;
 }
 
 /** Injects the caller's {@link AuthContext} into a handler. */

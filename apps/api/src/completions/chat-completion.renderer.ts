@@ -138,6 +138,26 @@ export class ChunkRenderer {
   }
 }
 
+/** Which rules the OpenAI routes follow where OpenAI and the Nodea specification differ. */
+export type Compat = 'openai' | 'nodea';
+
+/**
+ * Usage as the Nodea specification reports it with n > 1: `completion_tokens` counts one choice, not
+ * the total. Devices report the total only, so choice 0's count is the one Switchyard made relaying
+ * it (a piece of output a token); the prompt is the device's. Null when the device reported none.
+ */
+export function usageOfOneChoice(usage: Usage | null, choiceTokens: number[] | undefined): Usage | null {
+  if (!usage || !choiceTokens?.length) {
+    return usage;
+  }
+  const completion = choiceTokens[0];
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: completion,
+    total_tokens: usage.prompt_tokens + completion,
+  };
+}
+
 /** OpenAI's chat completions, as the responder writes them: SSE chunks, or one `chat.completion`. */
 export class OpenAIFormat implements WireFormat {
   readonly contentType = 'text/event-stream; charset=utf-8';
@@ -150,6 +170,8 @@ export class OpenAIFormat implements WireFormat {
     includeUsage: boolean,
     logprobs: boolean,
     private readonly n: number,
+    /** The organization's rules where OpenAI and the Nodea specification differ (docs/api.md, "Compatibility"). */
+    private readonly compat: Compat = 'openai',
   ) {
     this.chunks = new ChunkRenderer(meta, includeUsage);
     this.completion = new CompletionAccumulator(logprobs);
@@ -163,8 +185,8 @@ export class OpenAIFormat implements WireFormat {
     return this.chunks.deltas(choices);
   }
 
-  finish(finishReasons: FinishReason[], usage: Usage | null): string {
-    return this.chunks.finish(finishReasons, usage);
+  finish(finishReasons: FinishReason[], usage: Usage | null, choiceTokens?: number[]): string {
+    return this.chunks.finish(finishReasons, this.usage(usage, choiceTokens));
   }
 
   failure(code: ErrorCode, status: number, message: string): string {
@@ -177,8 +199,13 @@ export class OpenAIFormat implements WireFormat {
     this.completion.add(choices);
   }
 
-  body(finishReasons: FinishReason[], usage: Usage | null) {
-    return this.completion.render(this.meta, finishReasons, usage);
+  body(finishReasons: FinishReason[], usage: Usage | null, choiceTokens?: number[]) {
+    return this.completion.render(this.meta, finishReasons, this.usage(usage, choiceTokens));
+  }
+
+  /** The usage the client is shown: OpenAI's (every choice), or the Nodea specification's (see usageOfOneChoice). */
+  private usage(usage: Usage | null, choiceTokens: number[] | undefined): Usage | null {
+    return this.compat === 'nodea' && this.n > 1 ? usageOfOneChoice(usage, choiceTokens) : usage;
   }
 
   errorBody(code: ErrorCode, status: number, message: string) {

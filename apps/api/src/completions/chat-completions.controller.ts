@@ -49,6 +49,7 @@ export class ChatCompletionsHandler {
       request.includeUsage,
       Boolean(request.params.logprobs),
       request.params.n ?? 1,
+      caller.compat,
     );
     const { line, taskId } = flight.task;
     const queueStatus = request.includeQueueStatus ? () => this.queue.standing(line, taskId) : undefined;

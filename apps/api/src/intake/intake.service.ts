@@ -93,6 +93,10 @@ export class IntakeService {
     const model = await this.models.forChat(caller.orgId, request.model);
     const params: ChatParams = {
       ...request.params,
+      // The Nodea specification's stop rule, for an organization that follows it (docs/api.md, "Compatibility").
+      ...(caller.compat === 'nodea' && request.api === 'openai' && request.params.stop?.length
+        ? { include_stop_str_in_output: true }
+        : {}),
       max_tokens:
         model.maxOutputTokens !== null
           ? Math.min(request.params.max_tokens, model.maxOutputTokens)

@@ -28,12 +28,13 @@ export interface WireFormat {
   ping: string | null;
   head(): string;
   delta(choices: ChoiceDelta[]): string | null;
-  finish(finishReasons: FinishReason[], usage: Usage | null): string;
+  /** `choiceTokens`: with n > 1, each choice's tokens as the relay counted them (see the `done` event). */
+  finish(finishReasons: FinishReason[], usage: Usage | null, choiceTokens?: number[]): string;
   failure(code: ErrorCode, status: number, message: string): string;
   /** The device took the task (durations some formats report start there). */
   assigned(): void;
   collect(choices: ChoiceDelta[]): void;
-  body(finishReasons: FinishReason[], usage: Usage | null): unknown;
+  body(finishReasons: FinishReason[], usage: Usage | null, choiceTokens?: number[]): unknown;
   errorBody(code: ErrorCode, status: number, message: string): unknown;
 }
 
@@ -60,7 +61,7 @@ export async function respond(
           format.collect(event.choices);
           break;
         case 'done':
-          await reply.code(200).send(format.body(event.finish_reasons, event.usage));
+          await reply.code(200).send(format.body(event.finish_reasons, event.usage, event.choice_tokens));
           return;
         case 'error': {
           const status = ERROR_STATUS[event.code];
@@ -135,7 +136,7 @@ export async function respond(
         }
         case 'done':
           open();
-          raw.end(format.finish(event.finish_reasons, event.usage));
+          raw.end(format.finish(event.finish_reasons, event.usage, event.choice_tokens));
           return;
         case 'error': {
           const status = ERROR_STATUS[event.code];

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { onOff, positiveInt } from '../arguments';
+import type { OrgCompat } from '@app/common/prisma/generated/enums';
+import { onOff, orgCompat, positiveInt } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
 
@@ -7,7 +8,7 @@ import type { Run } from '../runner';
 const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
 const orNull = (value: number | undefined) => (value === 0 ? null : value);
 
-/** `org create|list|limits|network|resume|weight`: organizations (tenants). */
+/** `org create|list|limits|network|resume|compat|weight`: organizations (tenants). */
 export function addOrgCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const org = program.command('org').description('organizations (tenants)');
@@ -49,6 +50,15 @@ export function addOrgCommands(program: Command, run: Run): void {
     .argument('<name>', 'organization')
     .argument('<on|off>', 'on or off', onOff)
     .action((name: string, resume: boolean) => admin((a) => a.orgs.setLimits(name, { resume })));
+  org
+    .command('compat')
+    .description(
+      'choose which rules the OpenAI routes follow where OpenAI and the Nodea specification differ: openai ' +
+        '(the default) or nodea (the stop text included in the output; with n > 1, usage counts one choice)',
+    )
+    .argument('<name>', 'organization')
+    .argument('<openai|nodea>', 'openai or nodea', orgCompat)
+    .action((name: string, compat: OrgCompat) => admin((a) => a.orgs.setLimits(name, { compat })));
   org
     .command('weight')
     .description("set the organization's share of a queue when several organizations wait")

@@ -174,7 +174,14 @@ export class Finalizer {
             usageSource: usage ? 'device' : null,
             segments: this.segments(a, 'completed'),
           },
-          event: { type: 'done', finish_reasons: outcome.finishReasons, usage },
+          event: {
+            type: 'done',
+            finish_reasons: outcome.finishReasons,
+            usage,
+            ...(outcome.finishReasons.length > 1
+              ? { choice_tokens: Array.from(a.tracker.choiceTokens, (t) => t ?? 0) }
+              : {}),
+          },
         };
       }
       case 'failed':

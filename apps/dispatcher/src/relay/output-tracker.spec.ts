@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ChatParams } from '@app/common';
 import { OutputTracker, outputBound } from './output-tracker';
 
@@ -64,5 +65,32 @@ describe('OutputTracker', () => {
     const entry = { token: 'a', logprob: -1, bytes: [97], top_logprobs: [] };
     expect(tracker.output([{ index: 0, content: 'aaaa', logprobs: [entry, entry, entry, entry] }])).toBe(true);
     expect(tracker.tokens).toBe(4);
+  });
+
+  it('counts each choice apart, and tells text-only output from what another device cannot continue', () => {
+    const tracker = OutputTracker.forRequest(params({ max_tokens: 10, n: 3 }));
+    tracker.output([
+      { index: 0, content: 'a' },
+      { index: 2, content: 'b' },
+    ]);
+    tracker.output([{ index: 0, content: 'c' }]);
+    expect(Array.from(tracker.choiceTokens, (t) => t ?? 0)).toEqual([2, 0, 1]);
+    expect(tracker.tokens).toBe(3);
+    expect(tracker.textOnly).toBe(false);
+
+    const resumable = OutputTracker.forRequest(params({ max_tokens: 10 }));
+    resumable.output([{ index: 0, content: 'a' }]);
+    expect(resumable.textOnly).toBe(true);
+    resumable.output([{ index: 0, reasoning: 'hmm' }]);
+    expect(resumable.textOnly).toBe(false);
+  });
+
+  it("a resumed task's tracker hashes the whole answer, and its own output apart", () => {
+    const tracker = OutputTracker.forRequest(params({ max_tokens: 10, assistant_prefix: 'Hel' }));
+    tracker.output([{ index: 0, content: 'lo' }]);
+    const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+    expect(tracker.sha256).toBe(sha('Hello'));
+    expect(tracker.segmentSha256).toBe(sha('lo'));
+    expect(tracker.bytes).toBe(2);
   });
 });

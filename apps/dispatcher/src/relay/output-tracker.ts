@@ -72,6 +72,8 @@ export class OutputTracker {
   wireBytes = 0;
   firstOutputAt: number | null = null;
   lastOutputAt: number | null = null;
+  /** Tokens counted as relayed per choice (by index). */
+  readonly choiceTokens: number[] = [];
   /** Only choice 0's text was relayed (no tool call, no reasoning): another device could continue it. */
   textOnly = true;
 
@@ -122,6 +124,7 @@ export class OutputTracker {
     let tokens = 0;
     let extra = 0;
     const calls: string[] = [];
+    const perChoice: number[] = [];
     for (const choice of choices) {
       // Bytes: everything relayed (content, reasoning, tool calls); the hash: the answer (content, tool calls).
       const call = choice.tool_calls ? JSON.stringify(choice.tool_calls) : '';
@@ -129,12 +132,12 @@ export class OutputTracker {
       const size =
         Buffer.byteLength(choice.content ?? '') + Buffer.byteLength(choice.reasoning ?? '') + Buffer.byteLength(call);
       text += size;
+      const pieces = choice.logprobs?.length ? choice.logprobs.length : size > 0 ? 1 : 0;
       if (choice.logprobs?.length) {
-        tokens += choice.logprobs.length;
         extra += logprobBytes(choice.logprobs);
-      } else if (size > 0) {
-        tokens += 1;
       }
+      tokens += pieces;
+      perChoice.push(pieces);
     }
     const wire = EVENT_ENVELOPE_BYTES + text + extra;
     if (this.tokens + tokens > this.limit.tokens || this.wireBytes + wire > this.limit.bytes) {
@@ -146,6 +149,7 @@ export class OutputTracker {
     this.tokens += tokens;
     this.wireBytes += wire;
     choices.forEach((choice, i) => {
+      this.choiceTokens[choice.index] = (this.choiceTokens[choice.index] ?? 0) + perChoice[i];
       this.hash.update(choice.content ?? '');
       this.segmentHash?.update(choice.content ?? '');
       if (calls[i]) {

@@ -1,13 +1,16 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { check, isUniqueViolation, iso, orgNameSchema } from './admin-input';
+import { OrgCompat } from '../prisma/generated/enums';
 import type { Sql } from './sql';
 
 /**
  * New settings of an org; undefined leaves one as it is. Limits: a number sets one, null removes it
  * (unlimited). `network`: false keeps the org's prompts off the shared network. `resume`: false keeps
  * one device per answer (a task whose device is lost after output reached the client is not resumed on
- * another). `weight`: its share of a queue's assignments when several orgs wait (1-100).
+ * another). `compat`: `nodea` follows the Nodea specification where it departs from OpenAI (the stop text
+ * in the output, one choice counted in usage with n > 1), `openai` (the default) OpenAI. `weight`: its
+ * share of a queue's assignments when several orgs wait (1-100).
  */
 export interface LimitsInput {
   rpm?: number | null;
@@ -15,6 +18,7 @@ export interface LimitsInput {
   maxQueued?: number | null;
   network?: boolean;
   resume?: boolean;
+  compat?: OrgCompat;
   weight?: number;
 }
 
@@ -28,12 +32,14 @@ export interface OrgRow {
   max_queued: number | null;
   network: boolean;
   resume: boolean;
+  compat: OrgCompat;
   weight: number;
 }
 
 const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
 const networkSchema = z.boolean();
 const resumeSchema = z.boolean();
+const compatSchema = z.enum(OrgCompat, { message: `must be one of ${Object.values(OrgCompat).join(', ')}` });
 /** 1-100: a ratio beyond 100:1 between two orgs is not a share any more, it is a lockout. */
 const weightSchema = z.number().int().min(1).max(100);
 
@@ -77,11 +83,11 @@ export class AdminOrgsService {
 
   /**
    * Sets an org's limits (requests per minute, concurrent requests, queued jobs per model), its network
-   * and resume switches and its weight. The api reads the switches with each key lookup (ApiKeyService);
-   * the dispatchers read the weight when a line is backlogged (fair-share.ts).
+   * and resume switches, its compat and its weight. The api reads the switches and compat with each key
+   * lookup (ApiKeyService); the dispatchers read the weight when a line is backlogged (fair-share.ts).
    */
   async setLimits(orgName: string, input: LimitsInput) {
-    const changes: [string, number | boolean | null][] = [];
+    const changes: [string, number | boolean | string | null][] = [];
     if (input.rpm !== undefined) {
       changes.push(['rpm_limit', check(limitSchema, input.rpm, 'rpm')]);
     }
@@ -96,6 +102,9 @@ export class AdminOrgsService {
     }
     if (input.resume !== undefined) {
       changes.push(['resume', check(resumeSchema, input.resume, 'resume')]);
+    }
+    if (input.compat !== undefined) {
+      changes.push(['compat', check(compatSchema, input.compat, 'compat')]);
     }
     if (input.weight !== undefined) {
       changes.push(['weight', check(weightSchema, input.weight, 'weight')]);
@@ -114,6 +123,7 @@ export class AdminOrgsService {
       limits: limitsJson(row),
       network: row.network,
       resume: row.resume,
+      compat: row.compat,
       weight: row.weight,
     };
   }
@@ -134,6 +144,7 @@ export class AdminOrgsService {
       limits: limitsJson(o),
       network: o.network,
       resume: o.resume,
+      compat: o.compat,
       weight: o.weight,
       active_keys: Number(o.active_keys),
       models: Number(o.models),

@@ -14,7 +14,11 @@ export type TaskEvent =
    */
   | { type: 'resumed'; reason: string }
   | { type: 'delta'; choices: ChoiceDelta[] }
-  | { type: 'done'; finish_reasons: FinishReason[]; usage: Usage | null }
+  /**
+   * `choice_tokens`, with n > 1 only: each choice's output pieces as the relay counted them (for an
+   * organization that follows the Nodea specification's usage, which counts one choice).
+   */
+  | { type: 'done'; finish_reasons: FinishReason[]; usage: Usage | null; choice_tokens?: number[] }
   | { type: 'error'; code: ErrorCode; message: string };
 
 /** The error message of a task whose device left after part of the answer reached the client. */

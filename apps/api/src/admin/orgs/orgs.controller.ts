@@ -36,12 +36,12 @@ export class AdminOrgsController {
   }
 
   /**
-   * Sets limits (a number, or null to remove one), the network and resume switches and the weight; fields left out
-   * keep their value.
+   * Sets limits (a number, or null to remove one), the network and resume switches, compat and the weight; fields
+   * left out keep their value.
    */
   @Patch('orgs/:org')
   @ApiRoute({
-    summary: 'Set an organization’s limits, network and resume switches and weight',
+    summary: 'Set an organization’s limits, network and resume switches, compat and weight',
     tag: 'Admin',
     params: { org: PARAM.org },
     body: { schema: limitsBody, required: false },
@@ -56,6 +56,7 @@ export class AdminOrgsController {
       maxQueued: input.max_queued,
       network: input.network,
       resume: input.resume,
+      compat: input.compat,
       weight: input.weight,
     });
   }

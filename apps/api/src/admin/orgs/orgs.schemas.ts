@@ -1,4 +1,6 @@
 import { z } from 'zod';
+// By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
+import { OrgCompat } from '../../../../../libs/common/src/prisma/generated/enums';
 import { listOf, named } from '../../openapi/components';
 
 /*
@@ -25,6 +27,12 @@ export const limitsBody = z.strictObject({
     .optional()
     .describe(
       'false keeps one device per answer: a streamed task whose device is lost after output reached the client ends with device_disconnected instead of continuing on another device (default true)',
+    ),
+  compat: z
+    .enum(OrgCompat)
+    .optional()
+    .describe(
+      'Which rules the OpenAI routes follow where OpenAI and the Nodea specification differ: openai (the default) or nodea (the stop text included in the output; with n > 1, usage counts one choice)',
     ),
   weight: z
     .number()
@@ -56,6 +64,7 @@ export const orgEntry = named(
     limits,
     network: z.boolean(),
     resume: z.boolean(),
+    compat: z.enum(OrgCompat),
     weight: z.number().int(),
     active_keys: z.number().int(),
     models: z.number().int(),
@@ -65,13 +74,14 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', listOf(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s settings after the change: limits (null: unlimited), network and resume switches, weight.',
+  'An organization’s settings after the change: limits (null: unlimited), network and resume switches, compat, weight.',
   z.strictObject({
     id: uuid,
     name: z.string(),
     limits,
     network: z.boolean(),
     resume: z.boolean(),
+    compat: z.enum(OrgCompat),
     weight: z.number().int(),
   }),
 );

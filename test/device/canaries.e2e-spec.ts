@@ -115,6 +115,16 @@ describe('canaries: devices earn trust by answering prompts with a known answer'
     });
     expectStatus(unknown, 404);
     expect(unknown.body.error.code).toBe('model_not_found');
+    // An embedding model answers no chat prompt.
+    const embedding = uniq('embed');
+    await db().model.create({ data: { id: embedding, kind: 'embedding' } });
+    const refused = await admin('POST', `/admin/models/${embedding}/canaries`, {
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 8,
+      expect: { equals: 'x' },
+    });
+    expectStatus(refused, 400);
+    expect(refused.body.error).toMatchObject({ code: 'not_a_chat_model', param: 'model' });
     expect((await admin('GET', path)).body).toEqual({ object: 'list', data: [] });
 
     // Through the CLI: added, listed, removed.

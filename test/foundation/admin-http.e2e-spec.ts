@@ -177,6 +177,7 @@ describe('admin HTTP API', () => {
     expectStatus(added, 201);
     expect(added.body).toEqual({
       id,
+      kind: 'chat',
       max_output_tokens: 4096,
       owned_by: 'acme',
       network: false,
@@ -197,9 +198,32 @@ describe('admin HTTP API', () => {
     expect(plain.body.max_output_tokens).toBeNull();
     expect(plain.body.owned_by).toBe('switchyard');
 
+    // An embedding model: the kind is the only difference.
+    const embeddingId = uniq('embed-model');
+    const embedding = await admin('POST', '/admin/models', { id: embeddingId, kind: 'embedding' });
+    expectStatus(embedding, 201);
+    expect(embedding.body).toEqual({
+      id: embeddingId,
+      kind: 'embedding',
+      max_output_tokens: null,
+      owned_by: 'switchyard',
+      network: false,
+      allowed_digests: [],
+      created_at: embedding.body.created_at,
+    });
+    expect((await db().model.findUniqueOrThrow({ where: { id: embeddingId } })).kind).toBe('embedding');
+    const chat = await admin('POST', '/admin/models', { id: uniq('chat-model'), kind: 'chat' });
+    expectStatus(chat, 201);
+    expect(chat.body.kind).toBe('chat');
+
     const find = async (modelId: string) =>
       (await admin('GET', '/admin/models')).body.data.find((m: { id: string }) => m.id === modelId);
     expect((await find(id)).enabled_for).toEqual([]);
+    expect([(await find(id)).kind, (await find(plainId)).kind, (await find(embeddingId)).kind]).toEqual([
+      'chat',
+      'chat',
+      'embedding',
+    ]);
 
     const org = tenant.org.name;
     for (let i = 0; i < 2; i++) {
@@ -231,9 +255,29 @@ describe('admin HTTP API', () => {
       max_output_tokens: null,
       owned_by: 'x',
     });
-    expect(unbounded.body).toMatchObject({ id, max_output_tokens: null, owned_by: 'x', network: false });
+    expect(unbounded.body).toMatchObject({ id, kind: 'chat', max_output_tokens: null, owned_by: 'x', network: false });
+    const embedding = await admin('PATCH', `/admin/models/${modelPath(id)}`, { kind: 'embedding' });
+    expectStatus(embedding, 200);
+    expect(embedding.body).toMatchObject({
+      id,
+      kind: 'embedding',
+      max_output_tokens: null,
+      owned_by: 'x',
+      network: false,
+    });
+    expect((await db().model.findUniqueOrThrow({ where: { id } })).kind).toBe('embedding');
+    const chat = await admin('PATCH', `/admin/models/${modelPath(id)}`, { kind: 'chat' });
+    expect(chat.body).toMatchObject({ id, kind: 'chat', owned_by: 'x' });
 
     const before = await db().model.findUniqueOrThrow({ where: { id } });
+    for (const kind of ['Embedding', 1, null, 'completion']) {
+      assertOpenAIError(
+        await admin('PATCH', `/admin/models/${modelPath(id)}`, { kind, network: true }),
+        400,
+        'invalid_request',
+        'kind',
+      );
+    }
     assertOpenAIError(
       await admin('PATCH', `/admin/models/${modelPath(id)}`, { network: 'on' }),
       400,
@@ -402,6 +446,9 @@ describe('admin HTTP API', () => {
       ['POST', '/admin/models', { id: modelId, max_output_tokens: 1.5 }, 'max_output_tokens'],
       ['POST', '/admin/models', { id: modelId, max_output_tokens: '100' }, 'max_output_tokens'],
       ['POST', '/admin/models', { id: modelId, owned_by: '' }, 'owned_by'],
+      ['POST', '/admin/models', { id: modelId, kind: 'Embedding' }, 'kind'],
+      ['POST', '/admin/models', { id: modelId, kind: 1 }, 'kind'],
+      ['POST', '/admin/models', { id: modelId, kind: null }, 'kind'],
       ['POST', '/admin/devices', {}, 'name'],
       ['POST', '/admin/devices', { name: '' }, 'name'],
       ['POST', '/admin/devices', { name: '   ' }, 'name'],

@@ -221,22 +221,26 @@ describe('admin CLI', () => {
     );
   });
 
-  test('model add, model list, model enable and model disable', async () => {
+  test('model add, model kind, model list, model enable and model disable', async () => {
     const { id: orgAId, name: orgA } = await newOrg();
     const modelA = `${uniq('cli-vendor')}/Cli-Model-GGUF:Q4_K_M`;
     const modelB = `${uniq('cli-llama')}:7b`;
-    const [human, json] = await Promise.all([
+    const modelE = `${uniq('cli-embed')}:335m`;
+    const [human, json, jsonEmbedding] = await Promise.all([
       cli(['model', 'add', modelA, '--max-output-tokens', '2048', '--owned-by', 'acme', '--network']),
       cli(['--json', 'model', 'add', modelB]),
+      cli(['--json', 'model', 'add', modelE, '--kind', 'embedding']),
     ]);
     const record = humanRecord(ok(human, 'model add'));
     expect(record.id).toBe(modelA);
+    expect(record.kind).toBe('chat');
     expect(record.max_output_tokens).toBe('2048');
     expect(record.owned_by).toBe('acme');
     expect(record.network).toBe('true');
     const added = okJson(json, 'model add --json');
     expect(added).toEqual({
       id: modelB,
+      kind: 'chat',
       max_output_tokens: null,
       owned_by: 'switchyard',
       network: false,
@@ -248,6 +252,15 @@ describe('admin CLI', () => {
     expect(rowA.ownedBy).toBe('acme');
     expect(rowA.network).toBe(true);
     expect(await db().model.count({ where: { id: modelB } })).toBe(1);
+    expect(okJson(jsonEmbedding, 'model add --kind embedding')).toMatchObject({ id: modelE, kind: 'embedding' });
+    expect((await db().model.findUniqueOrThrow({ where: { id: modelE } })).kind).toBe('embedding');
+    // A kind the catalog does not have is a usage error: nothing is added.
+    const modelBad = uniq('cli-bad-kind');
+    for (const value of ['Embedding', 'completion']) {
+      const badKind = await cli(['model', 'add', modelBad, '--kind', value]);
+      expect([badKind.code, badKind.stderr]).toEqual([1, expect.stringMatching(/--kind.*must be chat or embedding/)]);
+    }
+    expect(await db().model.count({ where: { id: modelBad } })).toBe(0);
 
     const [humanEnable, jsonEnable] = await Promise.all([
       cli(['model', 'enable', modelA, '--org', orgA]),
@@ -265,18 +278,51 @@ describe('admin CLI', () => {
 
     const [humanList, jsonList] = await Promise.all([cli(['model', 'list']), cli(['--json', 'model', 'list'])]);
     const listed = table(ok(humanList, 'model list'));
-    assertColumns(listed.header, ['ID', 'MAX_OUTPUT_TOKENS', 'OWNED_BY', 'NETWORK', 'CREATED_AT', 'ENABLED_FOR']);
-    const modelRow = rowOf(listed.rows, 'ID', modelA);
-    expect([modelRow.MAX_OUTPUT_TOKENS, modelRow.OWNED_BY, modelRow.NETWORK, modelRow.ENABLED_FOR]).toEqual([
-      '2048',
-      'acme',
-      'true',
-      orgA,
+    assertColumns(listed.header, [
+      'ID',
+      'KIND',
+      'MAX_OUTPUT_TOKENS',
+      'OWNED_BY',
+      'NETWORK',
+      'CREATED_AT',
+      'ENABLED_FOR',
     ]);
-    const entry = okJson(jsonList, 'model list --json').data.find((m: { id: string }) => m.id === modelB);
+    const modelRow = rowOf(listed.rows, 'ID', modelA);
+    expect([
+      modelRow.KIND,
+      modelRow.MAX_OUTPUT_TOKENS,
+      modelRow.OWNED_BY,
+      modelRow.NETWORK,
+      modelRow.ENABLED_FOR,
+    ]).toEqual(['chat', '2048', 'acme', 'true', orgA]);
+    expect(rowOf(listed.rows, 'ID', modelE).KIND).toBe('embedding');
+    const entries = okJson(jsonList, 'model list --json').data;
+    const entry = entries.find((m: { id: string }) => m.id === modelB);
     expect(entry.enabled_for).toEqual([orgA]);
+    expect(entry.kind).toBe('chat');
     expect(entry.owned_by).toBe('switchyard');
     expect(entry.network).toBe(false);
+    expect(entries.find((m: { id: string }) => m.id === modelE).kind).toBe('embedding');
+
+    // model kind chat|embedding: the kind, nothing else.
+    expect(okJson(await cli(['--json', 'model', 'kind', modelE, 'chat']), 'model kind chat')).toMatchObject({
+      id: modelE,
+      kind: 'chat',
+      network: false,
+    });
+    expect(humanRecord(ok(await cli(['model', 'kind', modelE, 'embedding']), 'model kind embedding'))).toMatchObject({
+      id: modelE,
+      kind: 'embedding',
+      network: 'false',
+    });
+    const badKind = await cli(['model', 'kind', modelE, 'Chat']);
+    expect([badKind.code, badKind.stderr]).toEqual([1, expect.stringMatching(/must be chat or embedding/)]);
+    const ghostKind = await cli(['model', 'kind', `${modelE}-nope`, 'chat']);
+    expect([ghostKind.code, ghostKind.stderr]).toEqual([
+      1,
+      expect.stringMatching(/does not exist \(model_not_found\)/),
+    ]);
+    expect((await db().model.findUniqueOrThrow({ where: { id: modelE } })).kind).toBe('embedding');
 
     // model network on|off: the flag, nothing else.
     expect(okJson(await cli(['--json', 'model', 'network', modelB, 'on']), 'model network on')).toMatchObject({

@@ -176,9 +176,13 @@ describe('OpenAPI document', () => {
     const id = `${uniq('openapi-vendor')}/Model:Q8_0`;
     await asAdmin('POST', '/admin/models', '/admin/models', { id, max_output_tokens: 100 });
     await asAdmin('POST', '/admin/models', '/admin/models', { id: 'has space' });
+    await asAdmin('POST', '/admin/models', '/admin/models', { id: `${uniq('openapi-embed')}:v1`, kind: 'embedding' });
+    await asAdmin('POST', '/admin/models', '/admin/models', { id: uniq('openapi-kind'), kind: 'Embedding' });
     await asAdmin('GET', '/admin/models', '/admin/models');
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: true });
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { network: 'yes' });
+    await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { kind: 'chat' });
+    await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${encodeURIComponent(id)}`, { kind: null });
     await asAdmin('PATCH', '/admin/models/{model}', `/admin/models/${uniq('nope')}`, { network: false });
     const canaries = `/admin/models/${encodeURIComponent(id)}/canaries`;
     const canary = await asAdmin('POST', '/admin/models/{model}/canaries', canaries, {

@@ -4,11 +4,12 @@ import type { Tenant } from '../support/stack';
 import { postSse } from '../support/sse';
 import { MESSAGES, Relay, assertError, bearer, completedTask, startApi, taskCount } from './helpers';
 import { expectStatus } from '../support/expect-status';
+import { eventually } from '../admin/helpers';
 
 /**
  * POST /v1/chat/completions, what the api refuses, ignores or accepts before anything is queued:
  * rejected fields, ignored fields and their header, null as not sent, ranges, content parts,
- * message roles, model access. Every 4xx leaves no task row behind.
+ * message roles, model access, a model of another kind. Every 4xx leaves no task row behind.
  */
 describe('chat completions: validation, ignored and rejected fields', () => {
   const relay = new Relay();
@@ -17,13 +18,16 @@ describe('chat completions: validation, ignored and rejected fields', () => {
   const model = uniq('model');
   /** Enabled for another org only, with a device online: it must not exist for `tenant`. */
   const foreignModel = uniq('model');
+  /** An embedding model enabled for `tenant`, with a device online for it: not for the chat routes. */
+  const embeddingModel = `${uniq('embed')}:335m`;
   let baseline: string;
 
   beforeAll(async () => {
     await relay.start();
-    [tenant, other] = await Promise.all([createTenant([model]), createTenant([foreignModel])]);
+    await db().model.create({ data: { id: embeddingModel, kind: 'embedding', network: true } });
+    [tenant, other] = await Promise.all([createTenant([model, embeddingModel]), createTenant([foreignModel])]);
     const device = await createDevice();
-    await relay.device(device.token, { models: [model, foreignModel], tokens: 10 });
+    await relay.device(device.token, { models: [model, foreignModel, embeddingModel], tokens: 10 });
     const res = await relay.chat(tenant.key, { model, messages: MESSAGES });
     expectStatus(res, 200);
     baseline = res.body.choices[0].message.content;
@@ -434,5 +438,73 @@ describe('chat completions: validation, ignored and rejected fields', () => {
     expect(res.body.model).toBe(foreignModel);
     await recordsWritten();
     expect(await db().task.count({ where: { orgId: tenant.org.id, modelId: foreignModel } })).toBe(0);
+  });
+
+  test('an embedding model is 400 not_a_chat_model on every chat route, even with a device online for it', async () => {
+    const message = `'${embeddingModel}' is an embedding model, not a chat model.`;
+    const before = await taskCount(tenant.org.id);
+    const refused = await rejects({ model: embeddingModel, messages: MESSAGES }, 400, 'not_a_chat_model', 'model');
+    expect(refused.message).toBe(message);
+    // Streamed, it is refused the same way, as JSON before any event.
+    const sse = await postSse(relay.url, tenant.key, { model: embeddingModel, messages: MESSAGES, stream: true });
+    expectStatus(sse, 400);
+    expect(JSON.parse(sse.text).error).toMatchObject({ code: 'not_a_chat_model', param: 'model', message });
+    for (const path of ['/openai/v1/chat/completions', '/v2/vllm/v1/chat/completions']) {
+      const aliased = await http('POST', `${relay.api.url}${path}`, {
+        body: { model: embeddingModel, messages: MESSAGES },
+        headers: bearer(tenant.key),
+      });
+      expect(assertError(aliased, 400, 'not_a_chat_model', 'model').message).toBe(message);
+    }
+    // Ollama's routes answer in Ollama's shape, streamed or not.
+    for (const [path, stream] of [
+      ['/api/chat', false],
+      ['/api/chat', true],
+      ['/v2/ollama/api/chat', false],
+    ] as const) {
+      const ollama = await http('POST', `${relay.api.url}${path}`, {
+        body: { model: embeddingModel, messages: MESSAGES, stream },
+        headers: bearer(tenant.key),
+      });
+      expect({ status: ollama.status, body: ollama.body, path, stream }).toEqual({
+        status: 400,
+        body: { error: message },
+        path,
+        stream,
+      });
+    }
+    expect(await taskCount(tenant.org.id)).toBe(before);
+    expect(await db().task.count({ where: { modelId: embeddingModel } })).toBe(0);
+
+    // The org may still use it: the model lists show it, as OpenAI's model object (no kind).
+    const listed = await http('GET', `${relay.api.url}/v1/models`, { headers: bearer(tenant.key) });
+    expect(listed.body.data.find((m: { id: string }) => m.id === embeddingModel)).toEqual({
+      id: embeddingModel,
+      object: 'model',
+      created: expect.any(Number),
+      owned_by: 'switchyard',
+    });
+    const tags = await http('GET', `${relay.api.url}/api/tags`, { headers: bearer(tenant.key) });
+    expect(tags.body.models.map((m: { name: string }) => m.name)).toEqual(expect.arrayContaining([embeddingModel]));
+    // Ollama describes an embedding model by its one capability.
+    const show = await http('POST', `${relay.api.url}/api/show`, {
+      headers: bearer(tenant.key),
+      body: { model: embeddingModel },
+    });
+    expect(show.body.capabilities).toEqual(['embedding']);
+    const chatShow = await http('POST', `${relay.api.url}/api/show`, { headers: bearer(tenant.key), body: { model } });
+    expect(chatShow.body.capabilities).toContain('completion');
+  });
+
+  test("a model's kind changed by the admin reaches the chat routes within about a second", async () => {
+    const chat = () => relay.chat(tenant.key, { model: embeddingModel, messages: MESSAGES });
+    try {
+      await db().model.update({ where: { id: embeddingModel }, data: { kind: 'chat' } });
+      await eventually('the chat model served', async () => (await chat()).status === 200, 5_000);
+    } finally {
+      await db().model.update({ where: { id: embeddingModel }, data: { kind: 'embedding' } });
+    }
+    await eventually('the embedding model refused', async () => (await chat()).status === 400, 5_000);
+    assertError(await chat(), 400, 'not_a_chat_model', 'model');
   });
 });

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { OrgCompat } from '@app/common/prisma/generated/enums';
+import { ModelKind, OrgCompat } from '@app/common/prisma/generated/enums';
 
 /** Parses a whole number above 0 (commander's argParser: a bad value is a usage error). */
 export function positiveInt(value: string): number {
@@ -24,6 +24,15 @@ export function orgCompat(value: string): OrgCompat {
     throw new InvalidArgumentError(`must be ${values.join(' or ')}`);
   }
   return value as OrgCompat;
+}
+
+/** Parses a catalog model's kind: `chat` or `embedding`. */
+export function modelKind(value: string): ModelKind {
+  const values: string[] = Object.values(ModelKind);
+  if (!values.includes(value)) {
+    throw new InvalidArgumentError(`must be ${values.join(' or ')}`);
+  }
+  return value as ModelKind;
 }
 
 /** Parses a comma-separated list of model ids. */

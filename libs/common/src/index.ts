@@ -24,7 +24,7 @@ export * from './tasks/task-repository';
 export * from './tasks/task-record-writer';
 export { PrismaClient, Prisma } from './prisma/generated/client';
 export type { Task, Organization, ApiKey, Device, Model } from './prisma/generated/client';
-export { TaskStatus, TaskMode, TaskApi, OrgCompat } from './prisma/generated/enums';
+export { TaskStatus, TaskMode, TaskApi, OrgCompat, ModelKind } from './prisma/generated/enums';
 export * from './protocol/chat';
 export * from './protocol/device-protocol';
 export * from './queues/queues';

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AppError, PrismaService } from '@app/common';
+import type { ModelKind } from '@app/common';
 
 export interface ModelObject {
   id: string;
@@ -30,6 +31,7 @@ type ModelRow = Awaited<ReturnType<ModelsService['get']>>;
 
 interface ModelSqlRow {
   id: string;
+  kind: ModelKind;
   max_output_tokens: number | null;
   owned_by: string;
   network: boolean;
@@ -37,7 +39,7 @@ interface ModelSqlRow {
 }
 
 const MODEL_LOOKUP = `
-  SELECT m.id, m.max_output_tokens, m.owned_by, m.network, m.created_at
+  SELECT m.id, m.kind, m.max_output_tokens, m.owned_by, m.network, m.created_at
   FROM org_models om JOIN models m ON m.id = om.model_id
   WHERE om.org_id = $1::uuid AND om.model_id = $2`;
 
@@ -52,8 +54,18 @@ export class ModelsService {
    * `get` for the chat routes, answered from memory for CHAT_CACHE_TTL_MS: a model disabled or
    * changed by the admin takes effect on chat requests within that time (as a revoked key does).
    * Only enabled models are kept, so an unknown model always costs a query and cannot fill it.
+   * An embedding model is refused (400 not_a_chat_model), after the org's access to it: a model the
+   * org may not use stays a 404 whatever its kind.
    */
   async forChat(orgId: string, modelId: string): Promise<ModelRow> {
+    const model = await this.cachedForChat(orgId, modelId);
+    if (model.kind !== 'chat') {
+      throw new AppError('not_a_chat_model', `'${model.id}' is an embedding model, not a chat model.`, 'model');
+    }
+    return model;
+  }
+
+  private async cachedForChat(orgId: string, modelId: string): Promise<ModelRow> {
     const key = `${orgId}\n${modelId}`;
     const hit = this.chatCache.get(key);
     const age = hit ? performance.now() - hit.cachedAt : Infinity;
@@ -117,6 +129,7 @@ export class ModelsService {
     }
     return {
       id: row.id,
+      kind: row.kind,
       maxOutputTokens: row.max_output_tokens,
       ownedBy: row.owned_by,
       network: row.network,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { AppError } from '@app/common';
-import type { Feature } from '@app/common';
+import type { Feature, ModelKind } from '@app/common';
 import { parseInput } from '../common/validation';
 
 /**
@@ -29,10 +29,14 @@ export function ollamaDetails(id: string) {
 }
 
 /**
- * Ollama's `capabilities` from what the devices online for the model announce (any of them: a request
- * goes to one that supports what it needs). Every catalog model chats, so `completion` is always there.
+ * Ollama's `capabilities` from the model's kind and what the devices online for it announce (any of
+ * them: a request goes to one that supports what it needs). A chat model has `completion`; an
+ * embedding model has `embedding` only, as Ollama describes one.
  */
-export function ollamaCapabilities(devices: Feature[][]): string[] {
+export function ollamaCapabilities(devices: Feature[][], kind: ModelKind = 'chat'): string[] {
+  if (kind === 'embedding') {
+    return ['embedding'];
+  }
   const all = new Set(devices.flat());
   return ['completion', ...(all.has('tools') ? ['tools'] : []), ...(all.has('reasoning_effort') ? ['thinking'] : [])];
 }
@@ -60,6 +64,7 @@ export function parseShow(raw: unknown): string {
 
 export interface CatalogModel {
   id: string;
+  kind: ModelKind;
   maxOutputTokens: number | null;
   ownedBy: string;
   createdAt: Date;
@@ -80,7 +85,7 @@ export function showResponse(model: CatalogModel, devices: Feature[][]) {
       'switchyard.devices_online': devices.length,
       ...(model.maxOutputTokens !== null ? { 'switchyard.max_output_tokens': model.maxOutputTokens } : {}),
     },
-    capabilities: ollamaCapabilities(devices),
+    capabilities: ollamaCapabilities(devices, model.kind),
     modified_at: model.createdAt.toISOString(),
   };
 }

@@ -74,7 +74,7 @@ export const ollamaShow = named(
     template: z.string(),
     details: ollamaDetails,
     model_info: z.record(z.string(), z.union([z.string(), z.number()])),
-    capabilities: z.array(z.enum(['completion', 'tools', 'thinking'])),
+    capabilities: z.array(z.enum(['completion', 'tools', 'thinking', 'embedding'])),
     modified_at: iso,
   }),
 );

@@ -1,22 +1,30 @@
 import type { Command } from 'commander';
 import { AppError } from '@app/common/errors/app-error';
-import { onOff, positiveInt } from '../arguments';
+import type { ModelKind } from '@app/common/prisma/generated/enums';
+import { modelKind, onOff, positiveInt } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
 
-/** `model add|network|digests|list|enable|disable`: the model catalog and its enablement per organization. */
+/** `model add|kind|network|digests|list|enable|disable`: the model catalog and its enablement per organization. */
 export function addModelCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const model = program.command('model').description('the model catalog and its enablement per organization');
   model
     .command('add <model-id>')
     .description('add a model to the catalog')
+    .option('--kind <chat|embedding>', 'what it answers: chat (the default) or embedding', modelKind)
     .option('--max-output-tokens <n>', 'upper bound for max_tokens on this model', positiveInt)
     .option('--owned-by <text>', 'owned_by as /v1/models shows it')
     .option('--network', 'let network devices serve it too (default: only the direct devices of its orgs)')
-    .action((id: string, opts: { maxOutputTokens?: number; ownedBy?: string; network?: boolean }) =>
+    .action((id: string, opts: { kind?: ModelKind; maxOutputTokens?: number; ownedBy?: string; network?: boolean }) =>
       admin((a) => a.models.add({ id, ...opts })),
     );
+  model
+    .command('kind')
+    .description('set what a model answers: chat (the chat routes) or embedding (the embeddings routes)')
+    .argument('<model-id>', 'catalog model')
+    .argument('<chat|embedding>', 'chat or embedding', modelKind)
+    .action((id: string, kind: ModelKind) => admin((a) => a.models.update(id, { kind })));
   model
     .command('network')
     .description(

@@ -68,12 +68,17 @@ export class AdminCanariesService {
     const expect = check(expectSchema, input.expect, 'expect');
     return this.sql.transaction(async (tx) => {
       // The model's row lock counts its canaries one writer at a time.
-      const [found] = await tx.query<{ n: number }>(
-        `SELECT (SELECT count(*)::int FROM canaries WHERE model_id = m.id) AS n FROM models m WHERE m.id = $1 FOR UPDATE`,
+      const [found] = await tx.query<{ n: number; kind: string }>(
+        `SELECT (SELECT count(*)::int FROM canaries WHERE model_id = m.id) AS n, m.kind FROM models m WHERE m.id = $1
+         FOR UPDATE`,
         [id],
       );
       if (!found) {
         throw new AppError('model_not_found', `model '${id}' is not in the catalog`, 'model');
+      }
+      if (found.kind !== 'chat') {
+        // A canary is a chat prompt with a known answer: an embedding model answers none.
+        throw new AppError('not_a_chat_model', `'${id}' is an embedding model: canaries are chat prompts`, 'model');
       }
       if (found.n >= MAX_CANARIES_PER_MODEL) {
         throw new AppError(

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
+import { ModelKind } from '../prisma/generated/enums';
 import { MODEL_DIGEST } from '../protocol/messages';
 import { MODEL_ID, check, isUniqueViolation, iso, modelIdSchema } from './admin-input';
 import { findOrgByName } from './orgs.service';
@@ -7,6 +8,8 @@ import type { Sql } from './sql';
 
 export interface AddModelInput {
   id: string;
+  /** What it answers: `chat` (the default) or `embedding`. */
+  kind?: ModelKind;
   maxOutputTokens?: number;
   ownedBy?: string;
   /** Served by network devices too; default false (only the direct devices of its orgs). */
@@ -15,6 +18,7 @@ export interface AddModelInput {
 
 /** What an admin may change of a catalog model; fields left out keep their value. */
 export interface UpdateModelInput {
+  kind?: ModelKind;
   /** null removes the bound. */
   maxOutputTokens?: number | null;
   ownedBy?: string;
@@ -25,6 +29,7 @@ export interface UpdateModelInput {
 
 interface ModelRow {
   id: string;
+  kind: ModelKind;
   max_output_tokens: number | null;
   owned_by: string;
   network: boolean;
@@ -32,6 +37,7 @@ interface ModelRow {
   created_at: Date;
 }
 
+const kindSchema = z.enum(ModelKind, { message: `must be one of ${Object.values(ModelKind).join(', ')}` });
 const maxOutputTokensSchema = z.number().int().min(1).max(1_000_000);
 const ownedBySchema = z.string().min(1).max(64);
 /** At most this many digests per model: a few builds or quantizations of the same weights. */
@@ -42,6 +48,7 @@ const allowedDigestsSchema = z
 
 const modelJson = (m: ModelRow) => ({
   id: m.id,
+  kind: m.kind,
   max_output_tokens: m.max_output_tokens,
   owned_by: m.owned_by,
   network: m.network,
@@ -55,6 +62,7 @@ export class AdminModelsService {
 
   async add(input: AddModelInput) {
     const id = check(modelIdSchema, input.id, 'id');
+    const kind = input.kind === undefined ? null : check(kindSchema, input.kind, 'kind');
     const maxOutputTokens =
       input.maxOutputTokens === undefined
         ? null
@@ -62,9 +70,9 @@ export class AdminModelsService {
     const ownedBy = input.ownedBy === undefined ? null : check(ownedBySchema, input.ownedBy, 'owned_by');
     try {
       const [row] = await this.sql.query<ModelRow>(
-        `INSERT INTO models (id, max_output_tokens, owned_by, network)
-         VALUES ($1, $2::int, coalesce($3, 'switchyard'), $4) RETURNING *`,
-        [id, maxOutputTokens, ownedBy, input.network ?? false],
+        `INSERT INTO models (id, max_output_tokens, owned_by, network, kind)
+         VALUES ($1, $2::int, coalesce($3, 'switchyard'), $4, coalesce($5::model_kind, 'chat')) RETURNING *`,
+        [id, maxOutputTokens, ownedBy, input.network ?? false, kind],
       );
       return modelJson(row);
     } catch (error) {
@@ -77,6 +85,7 @@ export class AdminModelsService {
 
   async update(modelId: string, input: UpdateModelInput) {
     const model = await this.byId(modelId);
+    const kind = input.kind === undefined ? null : check(kindSchema, input.kind, 'kind');
     const maxOutputTokens =
       input.maxOutputTokens === undefined || input.maxOutputTokens === null
         ? input.maxOutputTokens
@@ -91,7 +100,8 @@ export class AdminModelsService {
          max_output_tokens = CASE WHEN $2 THEN $3::int ELSE max_output_tokens END,
          owned_by = coalesce($4, owned_by),
          network = coalesce($5, network),
-         allowed_digests = coalesce($6::text[], allowed_digests)
+         allowed_digests = coalesce($6::text[], allowed_digests),
+         kind = coalesce($7::model_kind, kind)
        WHERE id = $1 RETURNING *`,
       [
         model.id,
@@ -100,6 +110,7 @@ export class AdminModelsService {
         ownedBy ?? null,
         input.network ?? null,
         digests,
+        kind,
       ],
     );
     return modelJson(row);

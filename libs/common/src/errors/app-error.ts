@@ -12,6 +12,9 @@ export const ERROR_STATUS = {
   context_length_exceeded: 400,
   unsupported_by_model: 400,
   upstream_bad_request: 400,
+  /** A chat request naming an embedding model. */
+  not_a_chat_model: 400,
+  /** Reserved for the embeddings routes (issue 38): an embeddings request naming a chat model. */
   invalid_api_key: 401,
   invalid_admin_token: 401,
   network_not_allowed: 403,

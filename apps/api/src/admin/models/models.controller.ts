@@ -39,6 +39,7 @@ export class AdminModelsController {
     const input = parseInput(addModelBody, body ?? {});
     return this.models.add({
       id: input.id,
+      kind: input.kind,
       maxOutputTokens: input.max_output_tokens,
       ownedBy: input.owned_by,
       network: input.network,
@@ -49,7 +50,7 @@ export class AdminModelsController {
   @Patch('models/:model')
   @ApiRoute({
     summary:
-      'Change a catalog model: its max_tokens bound, owned_by, whether network devices serve it, the digests they may serve it with',
+      'Change a catalog model: its kind, max_tokens bound, owned_by, whether network devices serve it, the digests they may serve it with',
     tag: 'Admin',
     params: { model: PARAM.model },
     body: { schema: updateModelBody, required: true },
@@ -59,6 +60,7 @@ export class AdminModelsController {
   updateModel(@Param('model') model: string, @Body() body: unknown) {
     const input = parseInput(updateModelBody, body ?? {});
     return this.models.update(model, {
+      kind: input.kind,
       maxOutputTokens: input.max_output_tokens,
       ownedBy: input.owned_by,
       network: input.network,

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+// By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
+import { ModelKind } from '../../../../../libs/common/src/prisma/generated/enums';
 import { listOf, named } from '../../openapi/components';
 
 /*
@@ -12,13 +14,21 @@ const networkModel = z
     'Served by network devices too (default false: only by the direct devices of the organizations it is enabled for)',
   );
 
+const modelKind = z
+  .enum(ModelKind)
+  .describe(
+    'What it answers: chat (the chat routes) or embedding (the embeddings routes; a chat request naming it is 400 not_a_chat_model)',
+  );
+
 export const addModelBody = z.strictObject({
   id: z.string().describe('1-200 characters: letters, digits and . _ : / @ + -'),
+  kind: modelKind.optional().describe('chat (the default) or embedding: which routes serve it'),
   max_output_tokens: z.number().int().optional().describe('Upper bound for max_tokens, 1 to 1,000,000'),
   owned_by: z.string().optional().describe('owned_by as /v1/models shows it (default switchyard)'),
   network: networkModel.optional(),
 });
 export const updateModelBody = z.strictObject({
+  kind: modelKind.optional(),
   max_output_tokens: z
     .number()
     .int()
@@ -39,6 +49,7 @@ export const updateModelBody = z.strictObject({
 const iso = z.iso.datetime({ offset: true });
 const modelFields = {
   id: z.string(),
+  kind: modelKind,
   max_output_tokens: z.number().int().nullable(),
   owned_by: z.string(),
   network: z.boolean().describe('Served by network devices too; false: only by the direct devices of its orgs'),

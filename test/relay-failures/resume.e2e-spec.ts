@@ -184,6 +184,37 @@ describe('resume: a stream survives its device', () => {
     expect((view.body.segments as { ended: string }[]).map((s) => s.ended)).toEqual(['device_timeout', 'completed']);
   }, 120_000);
 
+  it('a frozen device is not given its task back: the resume waits for another device rather than for its acknowledgement', async () => {
+    const model = uniq('resume-stuck');
+    const tenant = await createTenant([model]);
+    const a = await device(model, d1);
+    const whole = await reference(tenant, model);
+    // b is busy (a long answer) when a is dropped: the only idle device then is the frozen one.
+    const b = await device(model, d1, { tokensPerSecond: 4 });
+    const live = new LiveStream(url(), tenant.key, body(model));
+    await live.waitFor(/"content":"[^"]+"[\s\S]*"content":"[^"]+"/);
+    const first = await waitStatus(tenant.org.id, 'streaming');
+    expect(first.deviceId).toBe(a.id);
+    const busy = http('POST', url(), {
+      headers: bearer(tenant.key),
+      // 6 s at 4 tokens a second: past a's drop (3 s after it froze), well before its rest from the queue ends (10 s).
+      body: chatBody(model, 'keeps b busy', { max_tokens: 24 }),
+    });
+    await waitStatus(tenant.org.id, 'streaming', HANG_MS, { deviceId: b.id, address: { not: first.address } });
+    a.proc.child.kill('SIGSTOP');
+    try {
+      await within(live.done, HANG_MS * 2, 'the stream whose device froze');
+    } finally {
+      a.proc.child.kill('SIGCONT');
+    }
+    expect(received(live).text).toBe(whole.text);
+    await recordsWritten();
+    const row = await db().task.findFirstOrThrow({ where: { address: first.address } });
+    // Two claims: a's, then b's once free. Offered to a again, it would have been three (a's silence, then b).
+    expect(row).toMatchObject({ status: 'completed', resumes: 1, attempts: 2, deviceId: b.id });
+    expectStatus(await busy, 200);
+  }, 120_000);
+
   it('non-streamed: the client gets one whole answer, as if nothing had happened', async () => {
     const model = uniq('resume-whole');
     const tenant = await createTenant([model]);

@@ -146,6 +146,15 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     return !session.ready || (this.idle.has(session) && !session.queues.some((q) => this.backlog.has(q)));
   }
 
+  /**
+   * A device dropped for its silence looks past the task's queue for a while: it is likely stuck, and
+   * the task it was given back (a resume) goes to another device instead of waiting for an
+   * acknowledgement that will not come.
+   */
+  restFromQueue(session: DeviceSession, line: string): void {
+    this.skips.skip(session, queueOfLine(line), NO_ACK_SKIP_MS);
+  }
+
   /** A device that can take no work now (gone, unavailable). */
   withdraw(session: DeviceSession): void {
     this.idle.remove(session);

@@ -80,6 +80,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
           { deviceId: a.session.id, task: a.address, silentMs: now - a.lastEventAt },
           'device silent about its task: dropped',
         );
+        this.assigner.restFromQueue(a.session, a.line);
         void this.finalizer.end(a, { kind: 'dropped', reason: 'device_timeout', stop: true });
       }
     }

@@ -13,9 +13,8 @@ export class Assignment {
   /** The device acknowledged the assignment. */
   accepted = false;
   ended = false;
-  /** When the assignment went out, and when the device last said anything about it (epoch ms). */
+  /** When the assignment went out (epoch ms). */
   readonly assignedAt = Date.now();
-  lastEventAt = Date.now();
   /** Settles when the claim does (accepted: `attempt` is set; refused: it stays 0). */
   readonly claimed: Promise<void>;
   private settleClaim!: () => void;

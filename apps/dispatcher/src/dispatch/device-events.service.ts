@@ -74,10 +74,12 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
   private dropSilent(): void {
     const now = Date.now();
     for (const a of [...this.book.all()]) {
-      const resumable = a.relayed && Resumer.mayResume(a.job, this.config.RESUME_MAX_ATTEMPTS);
-      if (!a.ended && resumable && now - a.lastEventAt >= this.config.TASK_IDLE_TIMEOUT_MS) {
+      // Output was relayed (the task may be resumed only then): its last output is its device's last word.
+      const last = a.tracker.lastOutputAt;
+      const resumable = last !== null && Resumer.mayResume(a.job, this.config.RESUME_MAX_ATTEMPTS);
+      if (!a.ended && resumable && now - last >= this.config.TASK_IDLE_TIMEOUT_MS) {
         this.logger.warn(
-          { deviceId: a.session.id, task: a.address, silentMs: now - a.lastEventAt },
+          { deviceId: a.session.id, task: a.address, silentMs: now - last },
           'device silent about its task: dropped',
         );
         this.assigner.restFromQueue(a.session, a.line);
@@ -145,7 +147,6 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       this.gateway.strike(session, 'out_of_order');
       return null;
     }
-    assignment.lastEventAt = Date.now();
     return assignment;
   }
 

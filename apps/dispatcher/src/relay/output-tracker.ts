@@ -143,7 +143,9 @@ export class OutputTracker {
     if (this.tokens + tokens > this.limit.tokens || this.wireBytes + wire > this.limit.bytes) {
       return false;
     }
-    this.firstOutputAt ??= Date.now();
+    const now = Date.now();
+    this.firstOutputAt ??= now;
+    this.lastOutputAt = now;
     this.deltas++;
     this.bytes += text;
     this.tokens += tokens;
@@ -156,9 +158,8 @@ export class OutputTracker {
         this.hash.update(calls[i]);
         this.segmentHash?.update(calls[i]);
       }
+      this.textOnly &&= choice.index === 0 && !choice.tool_calls?.length && !choice.reasoning;
     });
-    this.lastOutputAt = Date.now();
-    this.textOnly &&= choices.every((c) => c.index === 0 && !c.tool_calls?.length && !c.reasoning);
     return true;
   }
 

@@ -96,7 +96,7 @@ describe('Flight', () => {
       events.filter((e) => e.type === 'delta').map((e) => (e.type === 'delta' ? e.choices[0].content : '')),
     ).toEqual(['Hel', 'lo']);
     expect(events.at(-1)).toMatchObject({ type: 'done' });
-    expect(flight.resumes).toBe(1);
+    expect(events.filter((e) => e.type === 'resumed')).toHaveLength(1);
     expect(calls.changes.at(-1)).toMatchObject({ to: 'ended', outcome: 'completed' });
   });
 

@@ -92,8 +92,6 @@ export class Flight {
   private nextSeq = 0;
   /** A `resumed` event came after output: the next attempt's output continues the answer. */
   private continuing = false;
-  /** How many times the task was resumed (for the response's log line and metrics). */
-  resumes = 0;
   private failing = false;
   private queueTimer: NodeJS.Timeout | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
@@ -167,7 +165,6 @@ export class Flight {
       case 'resumed':
         // Its device was lost mid-answer: the next device continues the answer (same stream for the client).
         this.continuing = true;
-        this.resumes++;
         this.state = 'queued';
         this.queuedAt = performance.now();
         this.clearIdleTimer();

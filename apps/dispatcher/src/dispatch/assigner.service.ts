@@ -1,16 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import {
-  APP_CONFIG,
-  DISCONNECTED_MID_ANSWER,
-  LOGGER,
-  TaskRepository,
-  encodeStreamEntry,
-  queueOfLine,
-  REDIS,
-  InstanceService,
-  Announcements,
-} from '@app/common';
+import { APP_CONFIG, LOGGER, TaskRepository, queueOfLine, REDIS, InstanceService, Announcements } from '@app/common';
 import type { AppConfig, AssignAck, ChatJobData, ChatParams, Logger, RedisClient } from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceAnswer, DeviceSession } from '../devices/device-session';
@@ -18,6 +8,7 @@ import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
 import type { ChatJob } from '../queues/job-source.service';
 import { QueueWatch } from '../queues/queue-watch.service';
+import { Resumer } from '../queues/resumer.service';
 import type { QueueEvents } from '../queues/queue-watch.service';
 import { OutputTracker } from '../relay/output-tracker';
 import { TaskWriters } from '../relay/task-writers.service';
@@ -74,6 +65,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     private readonly book: AssignmentBook,
     private readonly finalizer: Finalizer,
     private readonly jobs: JobSource,
+    private readonly resumer: Resumer,
     private readonly watch: QueueWatch,
     private readonly tasks: TaskRepository,
     private readonly writers: TaskWriters,
@@ -304,15 +296,8 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         // resume (its resumer died before writing the answer so far into it) ends its task: its device
         // would start the answer again.
         if (result.status === 'resumed') {
-          void this.tasks
-            .end(
-              a.taskId,
-              { status: 'failed', errorCode: 'device_disconnected' },
-              'queued',
-              encodeStreamEntry(null, 0, [
-                { type: 'error', code: 'device_disconnected', message: DISCONNECTED_MID_ANSWER },
-              ]),
-            )
+          this.resumer
+            .endWaiting(a.taskId)
             .catch((err: unknown) => this.logger.warn({ err, task: a.address }, 'could not end the task'));
         }
         a.settle(null);

@@ -140,12 +140,20 @@ export class Resumer {
   /** A resumed task that cannot go on after all: it ends as it would have without resume. */
   private async fail(job: ChatJob, token: string, cause: ResumeCause, outcome: string): Promise<void> {
     this.metrics.resumes.inc({ cause, outcome });
+    await this.endWaiting(job.data.taskId);
+    await this.jobs.finish(job, token, 'device_disconnected');
+  }
+
+  /**
+   * Ends a resumed task that waits (its answer so far cannot be continued, or its job missed the
+   * resume) with `device_disconnected`, the error its client would have had without resume.
+   */
+  async endWaiting(taskId: string): Promise<void> {
     await this.tasks.end(
-      job.data.taskId,
+      taskId,
       { status: 'failed', errorCode: 'device_disconnected' },
       'queued',
       encodeStreamEntry(null, 0, [{ type: 'error', code: 'device_disconnected', message: DISCONNECTED_MID_ANSWER }]),
     );
-    await this.jobs.finish(job, token, 'device_disconnected');
   }
 }

@@ -33,6 +33,15 @@ export function assignedParams(data: ChatJobData): ChatParams {
   return { ...data.params, assistant_prefix: c.text, max_tokens: Math.max(1, data.params.max_tokens - c.tokens) };
 }
 
+/**
+ * Whether the device was dropped from this resumed task for its silence: it is likely stuck, so the
+ * task goes to another device rather than back to one that would not acknowledge it.
+ */
+function droppedForSilence(session: DeviceSession, data: ChatJobData): boolean {
+  const last = data.continued?.segments.at(-1);
+  return last?.device_id === session.id && last.ended === 'device_timeout';
+}
+
 /** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
 const SWEEP_INTERVAL_MS = 1_000;
 /** How long a device looks past a queue after drawing a job it cannot serve, or refusing one. */
@@ -138,15 +147,6 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     return !session.ready || (this.idle.has(session) && !session.queues.some((q) => this.backlog.has(q)));
   }
 
-  /**
-   * A device dropped for its silence looks past the task's queue for a while: it is likely stuck, and
-   * the task it was given back (a resume) goes to another device instead of waiting for an
-   * acknowledgement that will not come.
-   */
-  restFromQueue(session: DeviceSession, line: string): void {
-    this.skips.skip(session, queueOfLine(line), NO_ACK_SKIP_MS);
-  }
-
   /** A device that can take no work now (gone, unavailable). */
   withdraw(session: DeviceSession): void {
     this.idle.remove(session);
@@ -229,9 +229,10 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
   private async assign(session: DeviceSession, job: ChatJob, token: string, since: number): Promise<boolean> {
     const data = job.data;
     const queue = queueOfLine(job.queueName);
-    if (!session.supports(data.requires)) {
+    const fits = (d: DeviceSession) => d.supports(data.requires) && !droppedForSilence(d, data);
+    if (!fits(session)) {
       this.skips.skip(session, queue, SKIP_MS);
-      const capable = this.idle.first(queue, (d) => d.supports(data.requires) && !this.skips.skipping(d, queue));
+      const capable = this.idle.first(queue, (d) => fits(d) && !this.skips.skipping(d, queue));
       if (capable) {
         this.idle.remove(capable);
         return this.assign(capable, job, token, since);

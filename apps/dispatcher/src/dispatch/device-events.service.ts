@@ -67,7 +67,8 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
 
   /**
    * A device silent for TASK_IDLE_TIMEOUT_MS about a task it had sent output for, when the task may be
-   * resumed, is dropped (and told to stop): another device continues the answer. The api waits a little
+   * resumed, is dropped (and told to stop): another device continues the answer (not this one: see
+   * droppedForSilence in the assigner). The api waits a little
    * longer (FLIGHT_RESUME_GRACE_MS) before it gives up on such a task itself; every other silent task
    * is the api's to end (`device_timeout`), as before.
    */
@@ -82,7 +83,6 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
           { deviceId: a.session.id, task: a.address, silentMs: now - last },
           'device silent about its task: dropped',
         );
-        this.assigner.restFromQueue(a.session, a.line);
         void this.finalizer.end(a, { kind: 'dropped', reason: 'device_timeout', stop: true });
       }
     }

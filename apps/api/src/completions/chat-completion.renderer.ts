@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { openAIError } from '@app/common';
-import type { ChoiceDelta, ErrorCode, FinishReason, TokenLogprob, ToolCall, Usage } from '@app/common';
+import type { ChoiceDelta, ErrorCode, FinishReason, OrgCompat, TokenLogprob, ToolCall, Usage } from '@app/common';
 import type { WireFormat } from '../responder/responder';
 
 const FINGERPRINT = 'fp_switchyard';
@@ -138,9 +138,6 @@ export class ChunkRenderer {
   }
 }
 
-/** Which rules the OpenAI routes follow where OpenAI and the Nodea specification differ. */
-export type Compat = 'openai' | 'nodea';
-
 /**
  * Usage as the Nodea specification reports it with n > 1: `completion_tokens` counts one choice, not
  * the total. Devices report the total only, so choice 0's count is the one Switchyard made relaying
@@ -171,7 +168,7 @@ export class OpenAIFormat implements WireFormat {
     logprobs: boolean,
     private readonly n: number,
     /** The organization's rules where OpenAI and the Nodea specification differ (docs/api.md, "Compatibility"). */
-    private readonly compat: Compat = 'openai',
+    private readonly compat: OrgCompat = 'openai',
   ) {
     this.chunks = new ChunkRenderer(meta, includeUsage);
     this.completion = new CompletionAccumulator(logprobs);

@@ -29,6 +29,7 @@ const CASES: UsageCase[] = [
   { name: 'all orgs (admin), month, by org', typical: true, org: null, params: { ...MONTH, group_by: 'org' } },
   { name: 'all orgs (admin), month, by model', typical: true, org: null, params: { ...MONTH, group_by: 'model' } },
   { name: 'one org, month, totals', typical: false, org: BIG_ORG, params: { ...MONTH } },
+  { name: 'one org, month, by kind', typical: false, org: BIG_ORG, params: { ...MONTH, group_by: 'kind' } },
   {
     name: 'one org, month, by model,key,mode,status',
     typical: false,

@@ -13,7 +13,7 @@ export interface UsageDataSpec {
 }
 
 export const BIG_ORG = '00000000-0000-4000-8000-00000000b160';
-/** Six models, used 50/25/12/7/4/2 %. */
+/** Six models, used 50/25/12/7/4/2 %; the last is an embedding model (its tasks are `embedding`, the others `chat`). */
 export const MODELS = [
   'bench-usage-a',
   'bench-usage-b',
@@ -37,12 +37,13 @@ const smallOrgId = (i: number) => `00000000-0000-4000-8000-${(0xa000 + i).toStri
  * seeded per connection (setseed), so a run generates the same month each time.
  */
 const ROWS = (org: string, keyExpr: string) => `
-INSERT INTO tasks (id, address, org_id, api_key_id, model_id, mode, status, prompt_tokens, completion_tokens,
+INSERT INTO tasks (id, address, org_id, api_key_id, model_id, mode, kind, status, prompt_tokens, completion_tokens,
   output_bytes, usage_source, queued_at, first_token_at, finished_at, api, stream, attempts)
 SELECT id, 'network:' || id, ${org}, ${keyExpr},
   (ARRAY['${MODELS.join("','")}'])[CASE WHEN r1 < 0.5 THEN 1 WHEN r1 < 0.75 THEN 2 WHEN r1 < 0.87 THEN 3
     WHEN r1 < 0.94 THEN 4 WHEN r1 < 0.98 THEN 5 ELSE 6 END],
   CASE WHEN r3 < 0.3 THEN 'direct' ELSE 'network' END::task_mode,
+  CASE WHEN r1 < 0.98 THEN 'chat' ELSE 'embedding' END::task_kind,
   st::task_status, pt, ct, ct * 4, 'device', q,
   CASE WHEN st = 'completed' OR r6 < 0.5 THEN q + ttft * interval '1 millisecond' END,
   q + (ttft + ct * per_token) * interval '1 millisecond', 'openai', true, 1
@@ -63,7 +64,11 @@ async function fixtures(client: PoolClient, spec: UsageDataSpec): Promise<void> 
     `INSERT INTO organizations (id, name) SELECT o, 'bench-usage-small-' || i FROM unnest($1::uuid[]) WITH ORDINALITY u(o, i)`,
     [Array.from({ length: spec.smallOrgs }, (_, i) => smallOrgId(i))],
   );
-  await client.query(`INSERT INTO models (id) SELECT unnest($1::text[])`, [MODELS]);
+  await client.query(
+    `INSERT INTO models (id, kind) SELECT m, CASE WHEN i = $2 THEN 'embedding' ELSE 'chat' END::model_kind
+       FROM unnest($1::text[]) WITH ORDINALITY u(m, i)`,
+    [MODELS, MODELS.length],
+  );
   const keys = [
     ...Array.from({ length: KEYS }, (_, k) => [keyId(0, k), BIG_ORG]),
     ...Array.from({ length: spec.smallOrgs }, (_, i) => [keyId(i + 1, 0), smallOrgId(i)]),

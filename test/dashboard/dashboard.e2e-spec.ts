@@ -146,15 +146,20 @@ describe('dashboard in a browser', () => {
     for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
       await open('Usage');
       if ((await usageRow.count()) > 0) {
-        cells = (await usageRow.locator('td').allInnerTexts()).slice(0, 4);
-        if (cells[3] === '1') {
+        cells = (await usageRow.locator('td').allInnerTexts()).slice(0, 5);
+        if (cells[4] === '1') {
           break;
         }
       }
       await page.waitForTimeout(250);
     }
-    expect(cells).toEqual([tenant.org.name, model, '1', '1']);
+    expect(cells).toEqual([tenant.org.name, model, 'chat', '1', '1']);
+    // By kind: the organization's chat tasks, its one model's among them.
+    await page.locator('select[name="group"]').selectOption('kind');
+    await page.locator('[data-testid="usage-table"] th', { hasText: 'Model' }).waitFor({ state: 'detached' });
+    expect((await usageRow.locator('td').allInnerTexts()).slice(0, 4)).toEqual([tenant.org.name, 'chat', '1', '1']);
     await shot('usage');
+    await page.locator('select[name="group"]').selectOption('model');
 
     await open('Tasks');
     await page
@@ -163,6 +168,7 @@ describe('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Look up' }).click();
     const detail = page.getByTestId('task-detail');
     await detail.filter({ hasText: 'completed' }).waitFor();
+    await detail.locator('tr', { hasText: 'kind' }).filter({ hasText: 'chat' }).waitFor();
     await shot('tasks');
 
     await open('Queues');

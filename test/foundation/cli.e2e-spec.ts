@@ -511,6 +511,7 @@ describe('admin CLI', () => {
     expect(record.status).toBe('completed');
     expect(record.model).toBe(modelA);
     expect(record.mode).toBe('network');
+    expect(record.kind).toBe('chat');
     expect(record.org).toBe(quiet.org.name);
     const shown = okJson(json, 'task show --json');
     expect(shown.object).toBe('task');
@@ -519,6 +520,7 @@ describe('admin CLI', () => {
     expect(shown.model).toBe(modelA);
     expect(shown.mode).toBe('network');
     expect(shown.api).toBe('openai');
+    expect(shown.kind).toBe('chat');
     expect(shown.stream).toBe(false);
     expect(shown.org).toBe(quiet.org.name);
   });

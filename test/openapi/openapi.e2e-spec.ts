@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { createDevice, createTenant, http, uniq } from '../support/stack';
+import { createDevice, createTenant, db, http, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { adminAuth, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
 import { MESSAGES, Relay } from '../relay-api/helpers';
@@ -23,6 +23,7 @@ describe('OpenAPI document', () => {
   /** A real task's address (the tenant test's completion), for the admin's task route. */
   let taskAddress = '';
   const model = `${uniq('openapi')}/Doc-Model:Q4_0`;
+  const embedModel = uniq('openapi-embed');
 
   /** Validates a real answer against the document's schema for (method, path template, status). */
   function conforms(method: string, template: string, res: { status: number; body: unknown; text: string }) {
@@ -68,9 +69,10 @@ describe('OpenAPI document', () => {
 
   beforeAll(async () => {
     await relay.start();
-    tenant = await createTenant([model]);
+    await db().model.create({ data: { id: embedModel, network: true, kind: 'embedding' } });
+    tenant = await createTenant([model, embedModel]);
     const device = await createDevice();
-    await relay.device(device.token, { models: [model], tokens: 5 });
+    await relay.device(device.token, { models: [model, embedModel], tokens: 5 });
     const res = await http('GET', `${relay.api.url}/openapi.json`);
     expectStatus(res, 200);
     doc = res.body;
@@ -95,6 +97,24 @@ describe('OpenAPI document', () => {
       ['to', 'query', false],
       ['group_by', 'query', false],
     ]);
+  });
+
+  test('embeddings routes: real answers match the documented schemas', async () => {
+    for (const path of ['/v1/embeddings', '/openai/v1/embeddings']) {
+      expectStatus(await asTenant('POST', path, path, { model: embedModel, input: ['a', 'b'] }), 200);
+      const floats = await asTenant('POST', path, path, { model: embedModel, input: 'a', encoding_format: 'float' });
+      expectStatus(floats, 200);
+      expectStatus(await asTenant('POST', path, path, { model: embedModel, input: '' }), 400);
+      expectStatus(await asTenant('POST', path, path, { model, input: 'a' }), 400);
+    }
+    for (const path of ['/api/embed', '/v2/ollama/api/embed']) {
+      expectStatus(await asTenant('POST', path, path, { model: embedModel, input: ['a', 'b'] }), 200);
+      expectStatus(await asTenant('POST', path, path, { model: embedModel, input: 7 }), 400);
+    }
+    for (const path of ['/api/embeddings', '/v2/ollama/api/embeddings']) {
+      expectStatus(await asTenant('POST', path, path, { model: embedModel, prompt: 'a' }), 200);
+      expectStatus(await asTenant('POST', path, path, { model: 'no-such-model', prompt: 'a' }), 404);
+    }
   });
 
   test('tenant routes: real answers match the documented schemas', async () => {
@@ -126,7 +146,7 @@ describe('OpenAPI document', () => {
     expect(missing.body).toEqual((await asTenant('GET', '/v1/models/{model}', '/v1/models/no-such-model')).body);
     await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/${completion.body.task_address}`);
     await asTenant('GET', '/v1/tasks/{address}', `/v1/tasks/network:${randomUUID()}`);
-    await asTenant('GET', '/v1/usage', '/v1/usage?group_by=model,key,day,hour,mode,status');
+    await asTenant('GET', '/v1/usage', '/v1/usage?group_by=model,key,day,hour,mode,kind,status');
     await asTenant('GET', '/v1/usage', '/v1/usage?group_by=region');
     const ollama = await asTenant('POST', '/api/chat', '/api/chat', { model, messages: MESSAGES });
     expectStatus(ollama, 200);
@@ -137,7 +157,7 @@ describe('OpenAPI document', () => {
     await asTenant('POST', '/api/show', '/api/show', { model: 'no-such-model' });
     await asTenant('POST', '/api/show', '/api/show', {});
     const ps = await asTenant('GET', '/api/ps', '/api/ps');
-    expect(ps.body.models.map((m: { name: string }) => m.name)).toEqual([model]);
+    expect(ps.body.models.map((m: { name: string }) => m.name).sort()).toEqual([model, embedModel].sort());
     const alias = await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: MESSAGES });
     expectStatus(alias, 200);
     await asTenant('POST', '/v2/ollama/api/chat', '/v2/ollama/api/chat', { model, messages: 'hello' });

@@ -12,6 +12,7 @@ interface Row {
   apiKeyId: string | null;
   modelId: string;
   mode: 'direct' | 'network';
+  kind: 'chat' | 'embedding';
   status: 'queued' | 'streaming' | 'completed' | 'failed' | 'cancelled' | 'timed_out';
   promptTokens: number | null;
   completionTokens: number | null;
@@ -90,6 +91,9 @@ describe('usage reports', () => {
         } else if (g === 'mode') {
           fields.mode = row.mode;
           order.push(row.mode);
+        } else if (g === 'kind') {
+          fields.kind = row.kind;
+          order.push(row.kind);
         } else if (g === 'status') {
           fields.status = row.status;
           order.push(STATUS_ORDER.indexOf(row.status));
@@ -146,6 +150,7 @@ describe('usage reports', () => {
         apiKeyId: org === b ? b.keyId : [a.keyId, secondKey.id, null][i % 3],
         modelId: models[i % 2],
         mode: i % 4 === 0 ? 'direct' : 'network',
+        kind: i % 5 === 0 ? 'embedding' : 'chat',
         status,
         promptTokens: i % 9 === 0 ? null : i * 3,
         completionTokens: i % 10 === 0 ? null : i * 5,
@@ -167,6 +172,7 @@ describe('usage reports', () => {
             apiKeyId: r.apiKeyId,
             modelId: r.modelId,
             mode: r.mode,
+            kind: r.kind,
             api: 'openai' as const,
             stream: false,
             status: r.status,
@@ -186,20 +192,30 @@ describe('usage reports', () => {
 
   const MONTH_RANGE = `from=${MONTH}-01&to=2030-06-01`;
 
-  test.each(['', 'model', 'key', 'day', 'hour', 'mode', 'status', 'model,day', 'status,key', 'day,mode,model'])(
-    'GET /v1/usage?group_by=%s adds up the caller’s task rows exactly',
-    async (groupBy) => {
-      const res = await usage(a.key, `?${MONTH_RANGE}&group_by=${groupBy}`);
-      expectStatus(res, 200);
-      expect(res.body).toEqual({
-        object: 'list',
-        from: `${MONTH}-01T00:00:00.000Z`,
-        to: '2030-06-01T00:00:00.000Z',
-        group_by: groupBy ? groupBy.split(',') : [],
-        data: expected(a.org.id, groupBy ? groupBy.split(',') : [], BASE, Date.parse('2030-06-01T00:00:00Z')),
-      });
-    },
-  );
+  test.each([
+    '',
+    'model',
+    'key',
+    'day',
+    'hour',
+    'mode',
+    'kind',
+    'status',
+    'model,day',
+    'status,key',
+    'day,mode,model',
+    'model,kind',
+  ])('GET /v1/usage?group_by=%s adds up the caller’s task rows exactly', async (groupBy) => {
+    const res = await usage(a.key, `?${MONTH_RANGE}&group_by=${groupBy}`);
+    expectStatus(res, 200);
+    expect(res.body).toEqual({
+      object: 'list',
+      from: `${MONTH}-01T00:00:00.000Z`,
+      to: '2030-06-01T00:00:00.000Z',
+      group_by: groupBy ? groupBy.split(',') : [],
+      data: expected(a.org.id, groupBy ? groupBy.split(',') : [], BASE, Date.parse('2030-06-01T00:00:00Z')),
+    });
+  });
 
   test('ranges that cut hours and days, with zones: the rows inside, nothing else', async () => {
     const from = '2030-05-02T03:30:00+02:00';
@@ -270,11 +286,12 @@ describe('usage reports', () => {
   });
 
   test('switchyard usage: the admin report as a table, and with --json the same object as /admin/usage', async () => {
-    const args = ['usage', '--org', a.org.name, '--from', `${MONTH}-01`, '--to', '2030-06-01', '--by', 'model,status'];
+    const by = 'model,kind,status';
+    const args = ['usage', '--org', a.org.name, '--from', `${MONTH}-01`, '--to', '2030-06-01', '--by', by];
     const [json, human, http] = await Promise.all([
       cli(['--json', ...args]),
       cli(args),
-      adminUsage(`?${MONTH_RANGE}&org=${a.org.name}&group_by=model,status`),
+      adminUsage(`?${MONTH_RANGE}&org=${a.org.name}&group_by=${by}`),
     ]);
     expect({ code: json.code, stderr: json.stderr }).toEqual(expect.objectContaining({ code: 0 }));
     expect(JSON.parse(json.stdout)).toEqual(http.body);
@@ -282,6 +299,7 @@ describe('usage reports', () => {
     const [header, ...lines] = human.stdout.trimEnd().split('\n');
     expect(header.split(/\s{2,}/)).toEqual([
       'MODEL',
+      'KIND',
       'STATUS',
       'REQUESTS',
       'COMPLETED',
@@ -331,6 +349,7 @@ describe('usage reports', () => {
     for (const res of [await own(relayed), await viaAdmin(relayed)]) {
       expectStatus(res, 200);
       expect(res.body.usage).toEqual({ prompt_tokens: 9, completion_tokens: 4, total_tokens: 13, source: 'relay' });
+      expect(res.body.kind).toBe('chat');
     }
     // A record that does not say (written before usage_source was kept) shows its usage as before.
     expect((await own(unknown)).body.usage).toEqual({ prompt_tokens: 2, completion_tokens: 4, total_tokens: 6 });

@@ -12,11 +12,13 @@ import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
 import { ChatCompletionsController, ChatCompletionsHandler } from './completions/chat-completions.controller';
 import { OpenGpuController } from './opengpu/opengpu.controller';
+import { EmbeddingsModule } from './embeddings/embeddings.module';
 import { apiCore } from './infra/api-core';
 import { IntakeModule } from './intake/intake.module';
 import { FlightModule } from './flight/flight.module';
 import { ModelsModule } from './models/models.module';
 import { OllamaChatHandler } from './ollama/ollama-chat.handler';
+import { OllamaEmbedHandler } from './ollama/ollama-embed.handler';
 import { OllamaController } from './ollama/ollama.controller';
 import { QueueModule } from './queue/queue.module';
 import { TasksController } from './tasks/tasks.controller';
@@ -38,6 +40,7 @@ export class AppModule {
         ModelsModule,
         FlightModule,
         IntakeModule,
+        EmbeddingsModule,
         QueueModule,
         AdminModule,
       ],
@@ -53,6 +56,8 @@ export class AppModule {
       providers: [
         ChatCompletionsHandler,
         OllamaChatHandler,
+        // Here rather than in EmbeddingsModule, as the chat handlers are: ollama/ imports embeddings/, not back.
+        OllamaEmbedHandler,
         UsageFoldService,
         { provide: APP_FILTER, useClass: AllExceptionsFilter },
       ],

@@ -1,5 +1,6 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
 import type {
   AssignAck,
   AssignPayload,
@@ -14,6 +15,7 @@ import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
 import { errorCode, errorMessage } from './task/backend-errors';
+import { embeddingEvents, embeddingUsage, vectorsProblem } from './task/embedding-events';
 import { RunningTask } from './task/running-task';
 import type { Outcome, TaskEnding } from './task/running-task';
 import { AGENT_VERSION } from './version';
@@ -204,7 +206,11 @@ export class DeviceAgent {
     }
     const task = new RunningTask(payload, this.link.connection, this.config.logContent);
     this.current = task;
-    void this.runTask(task, payload.params);
+    if (payload.kind === 'embed') {
+      void this.runEmbed(task, payload.embed);
+    } else {
+      void this.runTask(task, payload.params);
+    }
     // The runtime's request first (Node writes it on the next tick, on its pooled connection), the ack
     // after it; the dispatcher takes the task's events and the ack in either order.
     process.nextTick(ack, { accepted: true });
@@ -245,10 +251,57 @@ export class DeviceAgent {
         // Cancelled, disconnected or shut down: already logged, and nothing more may be sent.
         return;
       }
-      const code = errorCode(error);
-      this.send(task, 'task:error', { task_address: task.address, seq: task.seq, code, message: errorMessage(error) });
-      this.endTask(task, isCancellation(error) ? 'cancelled' : 'failed', { error_code: code });
+      this.fail(task, error);
     }
+  }
+
+  /**
+   * An embedding task: the runtime's vectors, then as many `task:embedding` events as their size takes
+   * (see embedding-events.ts), then `task:done` without finish reasons. Between events the agent hands
+   * the event loop back, so that a cancel, a disconnect or a signal ends the task between two of them.
+   */
+  private async runEmbed(task: RunningTask, params: EmbedParams): Promise<void> {
+    try {
+      const result = await this.config.backend.embed({ model: task.model, params }, task.signal);
+      task.settle();
+      if (this.current !== task) {
+        return;
+      }
+      const problem = vectorsProblem(result.vectors, params.input.length);
+      if (problem) {
+        throw new Error(problem);
+      }
+      task.recordVectors(result.vectors[0].length);
+      let first = true;
+      for (const data of embeddingEvents(task.address, result.vectors)) {
+        if (!first) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
+        first = false;
+        if (this.current !== task) {
+          return;
+        }
+        if (this.send(task, 'task:embedding', { task_address: task.address, seq: task.seq, data })) {
+          task.recordEmbeddingEvent();
+        }
+      }
+      const usage = embeddingUsage(result.promptTokens);
+      this.send(task, 'task:done', { task_address: task.address, seq: task.seq, finish_reasons: [], usage });
+      this.endTask(task, 'completed', { usage });
+    } catch (error) {
+      task.settle();
+      if (this.current !== task) {
+        return;
+      }
+      this.fail(task, error);
+    }
+  }
+
+  /** Ends the current task with the error its backend (or the agent's check of its output) threw. */
+  private fail(task: RunningTask, error: unknown): void {
+    const code = errorCode(error);
+    this.send(task, 'task:error', { task_address: task.address, seq: task.seq, code, message: errorMessage(error) });
+    this.endTask(task, isCancellation(error) ? 'cancelled' : 'failed', { error_code: code });
   }
 
   private onDelta(task: RunningTask, choices: ChoiceDelta[]): void {
@@ -260,10 +313,16 @@ export class DeviceAgent {
   }
 
   /** A task's event goes out only while it is the current task, on the connection it came on; each takes a sequence number. */
-  private send<E extends TaskEvent>(task: RunningTask, event: E, payload: Parameters<DeviceToServerEvents[E]>[0]) {
+  private send<E extends TaskEvent>(
+    task: RunningTask,
+    event: E,
+    payload: Parameters<DeviceToServerEvents[E]>[0],
+  ): boolean {
     if (this.current === task && this.link.send(task.connection, event, payload)) {
       task.sent();
+      return true;
     }
+    return false;
   }
 
   /** Ends the current task: stops its backend, frees the agent, writes the task's one log line. */

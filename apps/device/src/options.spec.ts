@@ -108,6 +108,20 @@ void describe('parseArgs', () => {
     expect(listed).toMatchObject({ features: ['tools', 'web_search'], webSearch: true });
   });
 
+  void it('sets the length of the sim’s vectors, 768 by default', () => {
+    const dimensions = (args: string[]) =>
+      (parse(['--model', 'x', ...args]).options?.backend.options as { embeddingDimensions: number })
+        .embeddingDimensions;
+    expect(dimensions([])).toBe(768);
+    expect(dimensions(['--sim-embedding-dimensions', '4096'])).toBe(4096);
+    for (const bad of ['0', '65537', '1.5']) {
+      expect(parse(['--model', 'x', '--sim-embedding-dimensions', bad]).exitCode).toBe(USAGE_EXIT_CODE);
+    }
+    expect(parse(['--backend', 'ollama', '--sim-embedding-dimensions', '8']).stderr).toMatch(
+      /--sim-embedding-dimensions applies only to --backend sim/,
+    );
+  });
+
   void it('keeps the sim backend as it was', () => {
     const { options } = parse(['--model', 'a=b', '--sim-tokens', '3']);
     expect(options?.backend.name).toBe('sim');

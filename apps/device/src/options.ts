@@ -87,6 +87,7 @@ export function parseArgs(
               tokensPerSecond: raw.simTokensPerSecond,
               tokens: raw.simTokens,
               features: withFeature(raw.simFeatures, 'web_search', raw.webSearch),
+              embeddingDimensions: raw.simEmbeddingDimensions,
             },
           },
         },

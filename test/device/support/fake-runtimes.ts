@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -5,8 +6,8 @@ import { freePort, sleep } from '../../support/stack';
 
 /**
  * Fake local runtimes for the device agent's end-to-end tests: real HTTP servers that speak Ollama's
- * and OpenAI's wire formats (NDJSON and SSE framing, final lines, usage, error bodies) and record
- * every request they receive, including when the agent closed its connection.
+ * and OpenAI's wire formats (NDJSON and SSE framing, final lines, usage, error bodies; embeddings in
+ * one JSON body) and record every request they receive, including when the agent closed its connection.
  */
 
 /** One request as the fake received it. */
@@ -46,6 +47,23 @@ abstract class FakeRuntime {
   /** Handlers by upstream model name; `*` for any other. */
   readonly handlers = new Map<string, ChatHandler>();
 
+  /** The length of the vectors the fake embeds into (every model's), as {@link fakeEmbedding} makes them. */
+  embedDimensions = 768;
+  /**
+   * How long an embedding request takes per input before the answer (a runtime's evaluation), so that
+   * a benchmark sees time grow with a batch; the wait ends early when the client goes away.
+   */
+  embedDelayMsPerInput = 0;
+  /** How many of the next embedding requests fail with a 500 in the runtime's error shape (each takes one). */
+  embedFailures = 0;
+  /**
+   * The model's context, in the fake's tokens ({@link fakeEmbeddingTokens}): a longer input is cut to it
+   * (Ollama, unless `truncate: false`) or refused with the runtime's 400 (Ollama with `truncate: false`, vLLM).
+   */
+  embedContextTokens = 8192;
+  /** The path of the runtime's embedding endpoint; every other POST is a chat. */
+  protected abstract readonly embedPath: string;
+
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
   }
@@ -82,9 +100,43 @@ abstract class FakeRuntime {
     }
   }
 
-  /** Chat requests (not probes) received so far. */
+  /** Chat requests (not probes, not embeddings) received so far. */
   chats(): Recorded[] {
-    return this.requests.filter((r) => r.method === 'POST');
+    return this.requests.filter((r) => r.method === 'POST' && r.path !== this.embedPath);
+  }
+
+  /** Embedding requests received so far. */
+  embeds(): Recorded[] {
+    return this.requests.filter((r) => r.method === 'POST' && r.path === this.embedPath);
+  }
+
+  lastEmbed(): Recorded {
+    const last = this.embeds().at(-1);
+    if (!last) {
+      throw new Error('no embedding request received');
+    }
+    return last;
+  }
+
+  /** Waits until `n` embedding requests arrived. */
+  async waitEmbeds(n: number, timeoutMs = 10_000): Promise<Recorded> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.embeds().length < n) {
+      if (Date.now() > deadline) {
+        throw new Error(`the fake received ${this.embeds().length} embedding requests, not ${n}`);
+      }
+      await sleep(5);
+    }
+    return this.embeds()[n - 1];
+  }
+
+  /** Takes one of {@link embedFailures}: whether this embedding request is to fail. */
+  protected embedFails(): boolean {
+    if (this.embedFailures <= 0) {
+      return false;
+    }
+    this.embedFailures--;
+    return true;
   }
 
   lastChat(): Recorded {
@@ -224,6 +276,59 @@ export interface StreamBreak {
   message?: string;
 }
 
+// ------------------------------------------------------------------------------------------ Embeddings
+
+/** One input of an embedding request: a text, or token ids. */
+export type FakeEmbedInput = string | readonly number[];
+
+/**
+ * The vector both fakes embed an input into, `dimensions` long: deterministic (from SHA-256 of the
+ * input), of L2 norm 1 to float32's precision, and every value a float32 (Math.fround), so that what
+ * reaches a client can be compared with it bit for bit. A vector of k dimensions is what the fakes
+ * answer for `dimensions: k` (the first k values of the same draws, normalised again). Ollama's fake
+ * writes each value as Go writes a float32 (its shortest decimal), vLLM's as Python writes it (the
+ * float32's exact double): both read back to these values through Math.fround.
+ */
+export function fakeEmbedding(input: FakeEmbedInput, dimensions: number): number[] {
+  const seed = createHash('sha256')
+    .update(typeof input === 'string' ? `text\0${input}` : `tokens\0${input.join(',')}`)
+    .digest();
+  const raw: number[] = [];
+  for (let block = 0; raw.length < dimensions; block++) {
+    const digest = createHash('sha256').update(seed).update(String(block)).digest();
+    for (let i = 0; i < 8 && raw.length < dimensions; i++) {
+      raw.push(digest.readUInt32LE(i * 4) / 2 ** 31 - 1);
+    }
+  }
+  const norm = Math.sqrt(raw.reduce((sum, v) => sum + v * v, 0)) || 1;
+  return raw.map((v) => Math.fround(v / norm));
+}
+
+/** The tokens the fakes count for an input (their `prompt_eval_count` and `usage.prompt_tokens`): words, or ids. */
+export function fakeEmbeddingTokens(input: FakeEmbedInput): number {
+  return typeof input === 'string' ? textPieces(input).length : input.length;
+}
+
+/** A float32 as Go's encoding/json writes it: the shortest decimal that reads back to the same float32. */
+function goFloat32(value: number): number {
+  for (let digits = 1; digits <= 9; digits++) {
+    const shortest = Number(value.toPrecision(digits));
+    if (Math.fround(shortest) === value) {
+      return shortest;
+    }
+  }
+  return value;
+}
+
+/** A float32 vector as OpenAI's `base64` encoding gives it (vLLM: numpy's float32 bytes, little-endian). */
+function base64Vector(values: number[]): string {
+  const floats = Float32Array.from(values);
+  return Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString('base64');
+}
+
+const isTokenList = (value: unknown): value is number[] =>
+  Array.isArray(value) && value.length > 0 && value.every((t) => Number.isInteger(t) && t >= 0);
+
 // ---------------------------------------------------------------------------------------------- Ollama
 
 export interface OllamaReply {
@@ -262,10 +367,11 @@ function versionAtLeast(version: string, min: number[]): boolean {
   return true;
 }
 
-/** A fake Ollama: /api/version, /api/tags and /api/chat with NDJSON streaming. */
+/** A fake Ollama: /api/version, /api/tags, /api/chat with NDJSON streaming, and /api/embed. */
 export class FakeOllama extends FakeRuntime {
   version = '0.12.11';
   models: string[] = [];
+  protected readonly embedPath = '/api/embed';
   /** The digest /api/tags gives for every model (64 hex digits, as Ollama writes it). */
   digest = 'a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72';
 
@@ -328,7 +434,66 @@ export class FakeOllama extends FakeRuntime {
         await handler({ ...ctx, prefix: this.continued(ctx.body) });
       };
     }
+    if (method === 'POST' && path === this.embedPath) {
+      return (ctx: ChatContext) => this.embed(ctx);
+    }
     return null;
+  }
+
+  /**
+   * /api/embed as Ollama answers it: `input` a text or a list of texts (anything else: 400 "invalid input
+   * type"), a model it has (`name` and `name:latest` alike; otherwise 404), each input cut to the
+   * context or, with `truncate: false`, refused (400), `dimensions` honoured from 0.11.11 (the first k
+   * values, normalised again; older versions ignore it), and `prompt_eval_count` left out when 0.
+   */
+  private async embed({ res, body }: ChatContext): Promise<void> {
+    const model = String(body?.model);
+    const input: unknown = body?.input;
+    let texts: string[];
+    if (typeof input === 'string') {
+      texts = input === '' ? [] : [input];
+    } else if (Array.isArray(input) && input.every((i) => typeof i === 'string')) {
+      texts = input;
+    } else if (input === undefined || input === null) {
+      texts = [];
+    } else {
+      json(res, 400, { error: 'invalid input type' });
+      return;
+    }
+    if (!this.models.some((m) => m === model || m === `${model}:latest`)) {
+      json(res, 404, { error: `model '${model}' not found` });
+      return;
+    }
+    if (this.embedFails()) {
+      json(res, 500, { error: OLLAMA_RUNNER_ERROR });
+      return;
+    }
+    const cut: string[] = [];
+    for (const text of texts) {
+      const pieces = textPieces(text);
+      if (pieces.length > this.embedContextTokens && body?.truncate === false) {
+        json(res, 400, { error: 'the input length exceeds the context length' });
+        return;
+      }
+      cut.push(pieces.slice(0, this.embedContextTokens).join(''));
+    }
+    if (!(await pause(res, this.embedDelayMsPerInput * texts.length))) {
+      return;
+    }
+    const asked = typeof body?.dimensions === 'number' ? body.dimensions : 0;
+    const dimensions =
+      versionAtLeast(this.version, [0, 11, 11]) && asked > 0 && asked < this.embedDimensions
+        ? asked
+        : this.embedDimensions;
+    const tokens = cut.reduce((sum, text) => sum + fakeEmbeddingTokens(text), 0);
+    json(res, 200, {
+      model,
+      embeddings: cut.map((text) => fakeEmbedding(text, dimensions).map(goFloat32)),
+      total_duration: 14_143_917,
+      load_duration: 1_019_500,
+      // Go's omitempty: no count at all when it is 0.
+      ...(tokens > 0 ? { prompt_eval_count: tokens } : {}),
+    });
   }
 
   /** A handler that streams {@link conversationText}, continued where the request's prefix ends. */
@@ -468,6 +633,14 @@ interface Refusal {
 export class FakeOpenAI extends FakeRuntime {
   models: string[] = [];
   ownedBy = 'vllm';
+  protected readonly embedPath = '/v1/embeddings';
+  /**
+   * Whether the models are matryoshka ones: vLLM honours `dimensions` for those and refuses it (400)
+   * for any other.
+   */
+  embedMatryoshka = false;
+  /** Answer the vectors in reverse order, each with its index (OpenAI's format allows any order). */
+  embedReversed = false;
 
   constructor(models: string[] = []) {
     super();
@@ -545,7 +718,96 @@ export class FakeOpenAI extends FakeRuntime {
         await handler({ ...ctx, prefix: continued.prefix });
       };
     }
+    if (method === 'POST' && path === this.embedPath) {
+      return (ctx: ChatContext) => this.embed(ctx);
+    }
     return null;
+  }
+
+  /**
+   * /v1/embeddings as vLLM answers it: `input` a text, a list of texts, a list of token ids or a list
+   * of lists of them; `encoding_format` `float` (the default) or `base64`; `dimensions` for a matryoshka
+   * model only; an input longer than the context refused with vLLM's 400; `usage.prompt_tokens` counted.
+   */
+  private async embed({ res, body }: ChatContext): Promise<void> {
+    const model = String(body?.model);
+    if (!this.models.includes(model)) {
+      FakeOpenAI.sendError(res, 404, `The model \`${model}\` does not exist.`, 'NotFoundError', 404);
+      return;
+    }
+    const input: unknown = body?.input;
+    let inputs: FakeEmbedInput[];
+    if (typeof input === 'string') {
+      inputs = [input];
+    } else if (isTokenList(input)) {
+      inputs = [input];
+    } else if (
+      Array.isArray(input) &&
+      input.length > 0 &&
+      (input.every((i) => typeof i === 'string') || input.every(isTokenList))
+    ) {
+      inputs = input;
+    } else {
+      FakeOpenAI.sendError(res, 400, 'input must be a text, a list of texts or of token ids', 'BadRequestError', 400);
+      return;
+    }
+    const format = body?.encoding_format ?? 'float';
+    if (format !== 'float' && format !== 'base64') {
+      FakeOpenAI.sendError(res, 400, `unsupported encoding_format: ${String(format)}`, 'BadRequestError', 400);
+      return;
+    }
+    let dimensions = this.embedDimensions;
+    if (body?.dimensions !== undefined && body?.dimensions !== null) {
+      const asked: unknown = body.dimensions;
+      if (!this.embedMatryoshka) {
+        const message = `Model "${model}" does not support matryoshka representation, changing output dimensions will lead to poor results.`;
+        FakeOpenAI.sendError(res, 400, message, 'BadRequestError', 400);
+        return;
+      }
+      if (typeof asked !== 'number' || !Number.isInteger(asked) || asked < 1 || asked > this.embedDimensions) {
+        const message = `dimensions must be from 1 to ${this.embedDimensions}`;
+        FakeOpenAI.sendError(res, 400, message, 'BadRequestError', 400);
+        return;
+      }
+      dimensions = asked;
+    }
+    for (const item of inputs) {
+      const tokens = fakeEmbeddingTokens(item);
+      if (tokens > this.embedContextTokens) {
+        const message =
+          `This model's maximum context length is ${this.embedContextTokens} tokens. However, you requested ` +
+          `${tokens} tokens in the input for embedding generation. Please reduce the length of the input.`;
+        FakeOpenAI.sendError(res, 400, message, 'BadRequestError', 400);
+        return;
+      }
+    }
+    if (this.embedFails()) {
+      FakeOpenAI.sendError(
+        res,
+        500,
+        'CUDA error: an illegal memory access was encountered',
+        'InternalServerError',
+        500,
+      );
+      return;
+    }
+    if (!(await pause(res, this.embedDelayMsPerInput * inputs.length))) {
+      return;
+    }
+    const data = inputs.map((item, index) => {
+      const vector = fakeEmbedding(item, dimensions);
+      // Python writes a float32 it converted to float as that double's shortest decimal, as JSON.stringify does.
+      return { index, object: 'embedding', embedding: format === 'base64' ? base64Vector(vector) : vector };
+    });
+    const tokens = inputs.reduce((sum, item) => sum + fakeEmbeddingTokens(item), 0);
+    json(res, 200, {
+      id: 'embd-5e0c1b7a9f3d4e2c8b6a',
+      object: 'list',
+      created: 1_715_000_456,
+      model,
+      data: this.embedReversed ? data.reverse() : data,
+      usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0, prompt_tokens_details: null },
+    });
   }
 
   static sendError(res: ServerResponse, status: number, message: string, type: string, code: string | number | null) {

@@ -277,13 +277,13 @@ describe('relay (api)', () => {
     const url = `${apps.api.url}/v1/tasks/${assignment.task_address}`;
     const during = await http('GET', url, { headers: { authorization: `Bearer ${tenant.key}` } });
     expect(during.status).toBe(200);
-    expect(during.body).toMatchObject({ task_address: assignment.task_address, model });
+    expect(during.body).toMatchObject({ task_address: assignment.task_address, model, kind: 'chat' });
     expect(['queued', 'assigned']).toContain(during.body.status);
     fakes[0].answer(assignment.task_address, ['x']);
     expect((await pending).status).toBe(200);
     await waitTerminal(assignment.task_address);
     const after = await http('GET', url, { headers: { authorization: `Bearer ${tenant.key}` } });
-    expect(after.body.status).toBe('completed');
+    expect(after.body).toMatchObject({ status: 'completed', kind: 'chat' });
     const other = await createTenant([model]);
     const foreign = await http('GET', url, { headers: { authorization: `Bearer ${other.key}` } });
     expect(foreign.status).toBe(404);

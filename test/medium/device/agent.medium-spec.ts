@@ -24,8 +24,8 @@ import {
   taskErrorSchema,
 } from '@app/common/protocol/device-protocol';
 import { backoffDelay, DeviceAgent, TOKEN_REFUSED } from '../../../apps/device/src/agent';
-import type { Backend, BackendResult, SimOptions } from '../../../apps/device/src/backends';
-import { SimBackend, simDigest } from '../../../apps/device/src/backends';
+import type { Backend, BackendResult, EmbedResult, SimOptions } from '../../../apps/device/src/backends';
+import { BackendError, SimBackend, simDigest } from '../../../apps/device/src/backends';
 
 // A stand-in dispatcher: a real socket.io server on the /devices namespace that records what the agent sends.
 const GOOD_TOKEN = `syd_${'a'.repeat(40)}`;
@@ -171,6 +171,10 @@ class SwitchableBackend implements Backend {
     this.onChange = onChange;
   }
   stop(): void {}
+  /** It does not declare `embeddings`: never asked to embed. */
+  embed(): Promise<EmbedResult> {
+    return Promise.reject(new BackendError('backend_error', 'this runtime does not embed'));
+  }
   async run(): Promise<BackendResult> {
     return { finish_reasons: ['stop'], usage: null };
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { CHAT_JOB, KeySpace, LineQueue, chatJobOptions, createRedis, queueOfLine } from '@app/common';
-import type { ChatJobData } from '@app/common';
+import type { JobData } from '@app/common';
 import { REDIS_URL, sleep } from '../../support/stack';
 
 /**
@@ -32,8 +32,8 @@ describe('stalled jobs in a line', () => {
     return queue.recoverStalled();
   }
 
-  const data = (taskId: string): ChatJobData =>
-    ({ v: 2, taskId, taskAddress: `network:${taskId}`, orgId: 'org' }) as unknown as ChatJobData;
+  const data = (taskId: string): JobData =>
+    ({ v: 2, taskId, taskAddress: `network:${taskId}`, orgId: 'org' }) as unknown as JobData;
 
   it('a lapsed lock: back to wait, each time, marked as failed once it stalled more than once', async () => {
     const taskId = randomUUID();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { CHAT_JOB, LineQueue, chatJobOptions } from '@app/common';
-import type { ChatJobData, FairShare, RedisClient } from '@app/common';
+import type { JobData, FairShare, RedisClient } from '@app/common';
 import { uniq } from '../../support/stack';
 
 /**
@@ -38,7 +38,7 @@ export class TestQueue {
   async add(org: string, weight: number, n = 1): Promise<string[]> {
     const ids = Array.from({ length: n }, () => randomUUID());
     for (const id of ids) {
-      const data = { v: 2, taskId: id, taskAddress: `network:${id}`, orgId: org } as unknown as ChatJobData;
+      const data = { v: 2, taskId: id, taskAddress: `network:${id}`, orgId: org } as unknown as JobData;
       await this.lineQueue(org).add(CHAT_JOB, data, chatJobOptions(id));
       await this.fair.enqueue(this.line(org), weight);
     }
@@ -55,7 +55,7 @@ export class TestQueue {
     await this.lineQueue(org).addBulk(
       ids.map((id) => ({
         name: CHAT_JOB,
-        data: { v: 2, taskId: id, taskAddress: `network:${id}`, orgId: org } as unknown as ChatJobData,
+        data: { v: 2, taskId: id, taskAddress: `network:${id}`, orgId: org } as unknown as JobData,
         opts: chatJobOptions(id),
       })),
     );
@@ -66,7 +66,7 @@ export class TestQueue {
    * A device asks for the queue's next job: the organization it came from, or null when the pick found
    * none. `fair` is the picking dispatcher's (each remembers the lines its last pick of a queue saw).
    */
-  async next(fair = this.fair): Promise<{ org: string; job: Job<ChatJobData>; token: string } | null> {
+  async next(fair = this.fair): Promise<{ org: string; job: Job<JobData>; token: string } | null> {
     const line = await fair.pick(this.queue);
     if (line === null) {
       return null;
@@ -102,7 +102,7 @@ export class TestQueue {
   }
 
   /** Takes the oldest job of the organization's line, with neither a pick nor a charge. */
-  async take(org: string): Promise<Job<ChatJobData> | undefined> {
+  async take(org: string): Promise<Job<JobData> | undefined> {
     return this.lineQueue(org).take(`t:${++this.tokens}`);
   }
 
@@ -110,7 +110,7 @@ export class TestQueue {
    * A device that was idle when the job came takes it without a pick; the line's turn is charged (by
    * `fair`, the taking dispatcher's).
    */
-  async takeFrom(org: string, fair = this.fair): Promise<{ job: Job<ChatJobData>; token: string; backlog: boolean }> {
+  async takeFrom(org: string, fair = this.fair): Promise<{ job: Job<JobData>; token: string; backlog: boolean }> {
     const token = `t:${++this.tokens}`;
     const job = await this.lineQueue(org).take(token);
     if (!job) {
@@ -120,7 +120,7 @@ export class TestQueue {
   }
 
   /** A taken job goes back to the head of its line (no output reached its client). */
-  async putBack(taken: { job: Job<ChatJobData>; token: string }): Promise<void> {
+  async putBack(taken: { job: Job<JobData>; token: string }): Promise<void> {
     await taken.job.moveToWait(taken.token);
     await this.fair.refund(taken.job.queueName);
   }

@@ -30,7 +30,7 @@ export async function createTaskOwners(modelPrefix: string, devices = 2): Promis
   return { model, tenant, deviceIds };
 }
 
-/** A new network task of the owners' tenant and model, due in a minute. */
+/** A new network chat task of the owners' tenant and model, due in a minute. */
 export function newTaskOf(owners: TaskOwners, fields: Partial<NewTask> = {}): NewTask {
   const id = randomUUID();
   return {
@@ -41,6 +41,7 @@ export function newTaskOf(owners: TaskOwners, fields: Partial<NewTask> = {}): Ne
     modelId: owners.model,
     mode: 'network',
     api: 'openai',
+    kind: 'chat',
     stream: true,
     line: `chat.network.${owners.model}.${owners.tenant.org.id}`,
     apiInstance: 'api-medium',

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { TaskRecordWriter, TaskRepository, createLogger, createRedis, KeySpace } from '@app/common';
+import { TaskRecordWriter, TaskRepository, createLogger, createRedis, KeySpace, taskStateCodec } from '@app/common';
 import type { NewTask, SqlRunner, TransitionResult } from '@app/common';
 import { createPool } from '../../../libs/common/src/prisma/pool';
 import { ENDED_VERSION } from '../../../libs/common/src/tasks/task-transitions.lua';
@@ -293,6 +293,32 @@ describe('TaskRepository', () => {
     await drained();
     expect(await db().task.findUniqueOrThrow({ where: { id: task.id } })).toMatchObject({ status: 'cancelled' });
   });
+  it("a task's kind goes from its creation to its record; a record written before kinds is a chat task's", async () => {
+    const embedding = newTaskOf(owners, { line: 'medium-line', kind: 'embedding' });
+    const chat = newTask();
+    for (const task of [embedding, chat]) {
+      expect(await create(task)).toMatchObject({ ok: true });
+    }
+    expect(await tasks.get(embedding.id)).toMatchObject({ kind: 'embedding' });
+    expect(await tasks.get(chat.id)).toMatchObject({ kind: 'chat' });
+    await tasks.claim(embedding.id, by(3));
+    expect(await tasks.end(embedding.id, { status: 'completed', promptTokens: 12 }, 'any')).toMatchObject({ ok: true });
+    expect(await row(embedding.id, ENDED_VERSION)).toMatchObject({ kind: 'embedding', status: 'completed' });
+    expect(await row(chat.id, 0)).toMatchObject({ kind: 'chat', status: 'queued' });
+
+    // What an api of the release before wrote: the same state without the kind field.
+    const older = newTask();
+    const { kind: _kind, ...fields } = taskStateCodec.encode({
+      ...older,
+      status: 'queued',
+      version: 0,
+      attempts: 0,
+      queuedAt: new Date(),
+    });
+    await redis.xadd(KeySpace.of(redis).records(0), '*', ...Object.entries(fields).flat());
+    expect(await row(older.id, 0)).toMatchObject({ kind: 'chat', status: 'queued' });
+  });
+
   it("a task's records that come together are written once, as the latest of them", async () => {
     await writer.stop();
     const statements: string[][] = [];

@@ -47,6 +47,7 @@ describe('usage rollups (Postgres)', () => {
         apiKeyId: rand() < 0.15 ? null : keys[Math.floor(rand() * keys.length)],
         modelId: models[Math.floor(rand() * models.length)],
         mode: rand() < 0.5 ? ('network' as const) : ('direct' as const),
+        kind: rand() < 0.3 ? ('embedding' as const) : ('chat' as const),
         api: 'openai' as const,
         stream: true,
         status: status as never,
@@ -65,7 +66,21 @@ describe('usage rollups (Postgres)', () => {
     return { auto, raw };
   };
 
-  const GROUPINGS = ['', 'model', 'key', 'day', 'hour', 'mode', 'status', 'model,day', 'status,key,mode', 'org,model'];
+  const GROUPINGS = [
+    '',
+    'model',
+    'key',
+    'day',
+    'hour',
+    'mode',
+    'kind',
+    'status',
+    'model,day',
+    'status,key,mode',
+    'org,model',
+    'kind,day',
+    'org,kind,status',
+  ];
   const RANGES: [string, string][] = [
     ['2031-03-01', '2031-04-01'],
     ['2031-03-01T10:30:00Z', '2031-03-03T07:15:00.5Z'],
@@ -128,6 +143,9 @@ describe('usage rollups (Postgres)', () => {
     await db().$executeRaw`UPDATE tasks SET status = 'completed', finished_at = queued_at + interval '2 seconds',
       first_token_at = queued_at + interval '150 milliseconds' WHERE org_id = ${org}::uuid AND status = 'streaming'`;
     await db().$executeRaw`DELETE FROM tasks WHERE org_id = ${org}::uuid AND prompt_tokens % 7 = 0`;
+    // Not something Switchyard does (a task keeps its kind), but the rollups follow whatever tasks hold.
+    await db().$executeRaw`UPDATE tasks SET kind = CASE kind WHEN 'chat' THEN 'embedding' ELSE 'chat' END::task_kind
+      WHERE org_id = ${org}::uuid AND status <> 'queued' AND prompt_tokens % 11 = 0`;
     await expectRollupsMatchTasks();
     while ((await foldUsageDeltas(pool)) > 0) {
       // drain
@@ -180,7 +198,19 @@ describe('usage rollups (Postgres)', () => {
     expect(mine.data[0].requests).toBe(Number(count.n));
   });
 
-  it.each(['model', 'key', 'day', 'hour', 'mode', 'status'] as UsageGroup[])(
+  it('group_by kind: a row per kind, with the kind, counting the tasks of that kind', async () => {
+    const report = await usage.report(
+      parseUsageQuery({ group_by: 'kind', from: '2031-03-01', to: '2031-04-01' }, ADMIN_USAGE_GROUPS),
+      orgs[0].id,
+    );
+    const counts = await db().$queryRaw<{ kind: string; n: bigint }[]>`SELECT kind::text AS kind, count(*) AS n
+      FROM tasks WHERE org_id = ${orgs[0].id}::uuid AND queued_at >= '2031-03-01' AND queued_at < '2031-04-01'
+      GROUP BY kind ORDER BY kind`;
+    expect(counts.map((c) => c.kind)).toEqual(['chat', 'embedding']);
+    expect(report.data.map((r) => [r.kind, r.requests])).toEqual(counts.map((c) => [c.kind, Number(c.n)]));
+  });
+
+  it.each(['model', 'key', 'day', 'hour', 'mode', 'kind', 'status'] as UsageGroup[])(
     'group_by %s: the groups partition the totals',
     async (group) => {
       const query = (g: string) =>

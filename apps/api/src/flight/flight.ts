@@ -49,6 +49,9 @@ export const FLIGHT_BUFFER_BYTES = 256 * 1024;
 
 /** About what an event holds in memory: its text, with a fixed allowance for the rest. */
 function eventSize(event: TaskEvent): number {
+  if (event.type === 'embedding') {
+    return event.data.reduce((n, v) => n + 16 + v.embedding.length, 64);
+  }
   if (event.type !== 'delta') {
     return 64;
   }
@@ -78,6 +81,8 @@ export class Flight {
   /** When the task was (last) queued, and when its first output came. */
   queuedAt = performance.now();
   firstOutputAt: number | null = null;
+  /** When a device last took the task (performance.now()). */
+  assignedAt: number | null = null;
   /** The client went away. */
   abandoned = false;
   /** The completion tokens the device reported at the end, if it did. */
@@ -159,6 +164,7 @@ export class Flight {
     switch (event.type) {
       case 'assigned':
         this.state = 'assigned';
+        this.assignedAt = performance.now();
         this.clearQueueTimer();
         this.armIdleTimer();
         break;
@@ -177,6 +183,7 @@ export class Flight {
         this.armQueueTimer();
         break;
       case 'delta':
+      case 'embedding':
         this.state = 'streaming';
         this.firstOutputAt ??= performance.now();
         this.armIdleTimer();

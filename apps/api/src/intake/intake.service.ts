@@ -11,12 +11,12 @@ import {
   taskDeadline,
   InstanceService,
 } from '@app/common';
-import type { AppConfig, ChatParams, Logger } from '@app/common';
+import type { AppConfig, ChatParams, JobData, Logger } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
-import type { Flight } from '../flight/flight';
+import type { Flight, FlightTask } from '../flight/flight';
 import { FlightsService } from '../flight/flights.service';
 import { LimitsService } from '../limits/limits.service';
-import type { RateHeaders } from '../limits/limits.service';
+import type { RateHeaders, Slot } from '../limits/limits.service';
 import { ModelsService } from '../models/models.service';
 import { JobQueue } from '../queue/job-queue.service';
 import { PresenceService } from './presence.service';
@@ -117,43 +117,63 @@ export class IntakeService {
     const address = taskAddress(route.mode, id);
     const line = lineName(queueName(model.id, route.pool), caller.orgId);
     const resume = this.resumable(caller, params);
-    const flight = this.flights.open(
+    const flight = await this.launch(
+      caller,
       { taskId: id, address, mode: route.mode, model: model.id, line, api: request.api, resume },
+      request.stream,
+      {
+        v: 2,
+        taskId: id,
+        taskAddress: address,
+        orgId: caller.orgId,
+        model: model.id,
+        pool: route.pool,
+        params,
+        requires,
+        apiInstance: this.instance.id,
+        requestId: request.requestId,
+        stream: request.stream,
+        resume,
+      },
       taken,
     );
+    return { flight, headers: taken.headers };
+  }
+
+  /**
+   * Opens a task's flight and puts its job in its line (the task record with it); on a failed
+   * enqueue, the flight fails and the client's error is thrown. The caller took the org's limits
+   * (`taken`: the slots the flight holds, the headers its answer carries).
+   */
+  async launch(
+    caller: AuthContext,
+    task: FlightTask,
+    stream: boolean,
+    data: JobData,
+    taken: { concurrency: Slot; queued: Slot; headers: RateHeaders },
+  ): Promise<Flight> {
+    const flight = this.flights.open(task, taken);
     try {
       await this.queue.enqueue(
         {
-          id,
-          address,
+          id: task.taskId,
+          address: task.address,
           orgId: caller.orgId,
           apiKeyId: caller.apiKeyId,
-          modelId: model.id,
-          mode: route.mode,
-          api: request.api,
-          stream: request.stream,
-          line,
+          modelId: task.model,
+          mode: task.mode,
+          api: task.api,
+          kind: data.kind === 'embed' ? 'embedding' : 'chat',
+          stream,
+          line: task.line,
           apiInstance: this.instance.id,
           deadline: taskDeadline(this.config, Date.now()),
         },
-        {
-          v: 2,
-          taskId: id,
-          taskAddress: address,
-          orgId: caller.orgId,
-          model: model.id,
-          pool: route.pool,
-          params,
-          requires,
-          apiInstance: this.instance.id,
-          requestId: request.requestId,
-          stream: request.stream,
-          resume,
-        },
+        data,
         caller.weight,
       );
     } catch (error) {
-      this.logger.error({ err: error, task: address, requestId: request.requestId }, 'enqueue failed');
+      this.logger.error({ err: error, task: task.address, requestId: data.requestId }, 'enqueue failed');
       await flight.fail('failed', 'service_unavailable', 'The request could not be queued. Try again shortly.');
       throw new AppError(
         'service_unavailable',
@@ -162,6 +182,6 @@ export class IntakeService {
         taken.headers,
       );
     }
-    return { flight, headers: taken.headers };
+    return flight;
   }
 }

@@ -65,6 +65,18 @@ export class ModelsService {
     return model;
   }
 
+  /**
+   * The model an embeddings request names, like forChat: a chat model is refused (400
+   * not_an_embedding_model), after the org's access to it.
+   */
+  async forEmbedding(orgId: string, modelId: string): Promise<ModelRow> {
+    const model = await this.cachedForChat(orgId, modelId);
+    if (model.kind !== 'embedding') {
+      throw new AppError('not_an_embedding_model', `'${model.id}' is a chat model, not an embedding model.`, 'model');
+    }
+    return model;
+  }
+
   private async cachedForChat(orgId: string, modelId: string): Promise<ModelRow> {
     const key = `${orgId}\n${modelId}`;
     const hit = this.chatCache.get(key);

@@ -8,6 +8,9 @@ import { ModelsService } from '../models/models.service';
 import { ApiRoute } from '../openapi/api-route.decorator';
 import { schema as ollamaChatSchema } from './ollama-chat.dto';
 import { OllamaChatHandler } from './ollama-chat.handler';
+import { embedSchema, embeddingsSchema } from './ollama-embed.dto';
+import { OllamaEmbedHandler } from './ollama-embed.handler';
+import { ollamaEmbed, ollamaEmbeddings } from './ollama-embed.responses';
 import { ollamaDetails, ollamaDigest, parseShow, psEntry, showResponse, showSchema } from './ollama-models';
 import { OLLAMA_CHAT_MEDIA, ollamaChat, ollamaPs, ollamaShow, ollamaTags, ollamaVersion } from './ollama.responses';
 
@@ -22,6 +25,7 @@ export const OLLAMA_COMPAT_VERSION = '0.12.0';
 export class OllamaController {
   constructor(
     private readonly chatHandler: OllamaChatHandler,
+    private readonly embedHandler: OllamaEmbedHandler,
     private readonly models: ModelsService,
     private readonly presence: PresenceService,
   ) {}
@@ -109,5 +113,32 @@ export class OllamaController {
   })
   chat(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
     return this.chatHandler.handle(caller, body, reply);
+  }
+
+  @Post('embed')
+  @HttpCode(200)
+  @ApiRoute({
+    summary: 'Embed inputs (Ollama-compatible)',
+    tag: 'Ollama',
+    body: { schema: embedSchema, required: true },
+    ok: { description: 'One vector per input, in input order', json: ollamaEmbed },
+    errors: [400, 404, 413, 502, 504],
+  })
+  embed(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
+    return this.embedHandler.embed(caller, body, reply);
+  }
+
+  /** Ollama's older embedding route: one prompt, one vector. */
+  @Post('embeddings')
+  @HttpCode(200)
+  @ApiRoute({
+    summary: 'Embed one prompt (Ollama-compatible, the older route)',
+    tag: 'Ollama',
+    body: { schema: embeddingsSchema, required: true },
+    ok: { description: 'The vector', json: ollamaEmbeddings },
+    errors: [400, 404, 413, 502, 504],
+  })
+  embeddings(@Caller() caller: AuthContext, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
+    return this.embedHandler.embeddings(caller, body, reply);
   }
 }

@@ -2,7 +2,17 @@ import { SetMetadata } from '@nestjs/common';
 import type { z } from 'zod';
 
 /** The document's groups of routes, in the order it lists them. */
-export const ROUTE_TAGS = ['Models', 'Chat', 'Tasks', 'Usage', 'Ollama', 'Operations', 'Admin', 'Dashboard'] as const;
+export const ROUTE_TAGS = [
+  'Models',
+  'Chat',
+  'Embeddings',
+  'Tasks',
+  'Usage',
+  'Ollama',
+  'Operations',
+  'Admin',
+  'Dashboard',
+] as const;
 
 /** A group of routes in the OpenAPI document. */
 export type RouteTag = (typeof ROUTE_TAGS)[number];

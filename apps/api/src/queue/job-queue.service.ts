@@ -12,7 +12,7 @@ import {
   REDIS,
   Announcements,
 } from '@app/common';
-import type { ChatJobData, Logger, NewTask, QueueStanding, RedisClient } from '@app/common';
+import type { JobData, Logger, NewTask, QueueStanding, RedisClient } from '@app/common';
 
 /**
  * The api's one way onto the queues. A new task's record, its job (BullMQ's own script), its line's
@@ -37,7 +37,7 @@ export class JobQueue implements OnApplicationShutdown {
     this.ordered = !redis.isCluster;
   }
 
-  async enqueue(task: NewTask, data: ChatJobData, weight: number): Promise<void> {
+  async enqueue(task: NewTask, data: JobData, weight: number): Promise<void> {
     const queue = this.lines.get(task.line);
     // The lines, the tasks and the fair share all use this one connection (whose writes are coalesced
     // per turn): the four commands below are issued in one turn, so they leave in one write and Redis
@@ -50,7 +50,7 @@ export class JobQueue implements OnApplicationShutdown {
       await created;
     }
     // addJob issues BullMQ's add script before its first await.
-    const added = new Job<ChatJobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(client);
+    const added = new Job<JobData>(queue, CHAT_JOB, data, chatJobOptions(task.id), task.id).addJob(client);
     const enqueued = this.fair.enqueue(task.line, weight);
     const published = Announcements.jobWaiting(this.redis, task.line);
     const [creation] = await Promise.all([created, added, enqueued, published]);

@@ -68,8 +68,10 @@ export async function respond(
           await reply.code(status).send(format.errorBody(event.code, status, event.message));
           return;
         }
+        // Vectors (`embedding`) are an embedding task's, which the embeddings service reads, never this.
         case 'requeued':
         case 'resumed':
+        case 'embedding':
           break;
       }
     }
@@ -122,6 +124,7 @@ export async function respond(
           break;
         case 'requeued':
         case 'resumed':
+        case 'embedding':
           break;
         case 'delta': {
           stopStatus();

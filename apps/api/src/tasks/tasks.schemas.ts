@@ -1,5 +1,6 @@
 import { z } from 'zod';
 // By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
+import { TASK_KINDS } from '../../../../libs/common/src/tasks/task-kinds';
 import { TASK_STATUSES } from '../../../../libs/common/src/tasks/task-statuses';
 import { named } from '../openapi/components';
 
@@ -10,6 +11,11 @@ const uuid = z.uuid();
 /** A task's statuses, as its record and the usage reports name them. */
 export const taskStatus = z.enum(TASK_STATUSES);
 
+/** What a task asked for, as its record and the usage reports name it. */
+export const taskKind = z
+  .enum(TASK_KINDS)
+  .describe('What it asked for: `chat` (chat routes) or `embedding` (embeddings routes, one task per batch of inputs)');
+
 /** The fields of a task record that the tenant's view and the admin's share. */
 export const taskFields = {
   object: z.literal('task'),
@@ -18,6 +24,7 @@ export const taskFields = {
   model: z.string(),
   mode: z.enum(['direct', 'network']),
   api: z.enum(['openai', 'ollama']),
+  kind: taskKind,
   stream: z.boolean(),
   device_id: uuid
     .nullable()

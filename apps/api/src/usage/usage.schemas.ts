@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { named } from '../openapi/components';
-import { taskStatus } from '../tasks/tasks.schemas';
+import { taskKind, taskStatus } from '../tasks/tasks.schemas';
 
 const iso = z.iso.datetime({ offset: true });
 const uuid = z.uuid();
@@ -18,6 +18,7 @@ export const usageRow = named(
     day: z.iso.date().optional(),
     hour: iso.optional(),
     mode: z.enum(['direct', 'network']).optional(),
+    kind: taskKind.optional(),
     status: taskStatus.optional(),
     org: z.string().nullable().optional(),
     requests: z.number().int(),
@@ -41,7 +42,7 @@ export const usageReport = named(
     object: z.literal('list'),
     from: iso,
     to: iso,
-    group_by: z.array(z.enum(['model', 'key', 'day', 'hour', 'mode', 'status', 'org'])),
+    group_by: z.array(z.enum(['model', 'key', 'day', 'hour', 'mode', 'kind', 'status', 'org'])),
     data: z.array(usageRow),
   }),
 );

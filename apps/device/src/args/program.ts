@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import type { Feature } from '@app/common/protocol/chat';
+import { EMBED_MAX_DIMENSIONS } from '@app/common/protocol/embeddings';
 import { BACKEND_NAMES, SIM_DEFAULTS, UPSTREAM_DEFAULTS } from '../backends';
 import { AGENT_VERSION } from '../version';
 import {
@@ -32,6 +33,7 @@ export interface RawOptions {
   simTokensPerSecond: number;
   simTokens: number;
   simFeatures: Feature[];
+  simEmbeddingDimensions: number;
   logLevel: (typeof LOG_LEVELS)[number];
   logContent: boolean;
 }
@@ -130,6 +132,14 @@ export function buildProgram(): Command {
       new Option('--sim-features <list>', 'sim: comma-separated features to declare, or "none"')
         .argParser(features)
         .default([...SIM_DEFAULTS.features], SIM_DEFAULTS.features.join(',')),
+    )
+    .addOption(
+      new Option(
+        '--sim-embedding-dimensions <n>',
+        "sim: the length of its vectors (a request's dimensions asks for fewer)",
+      )
+        .argParser(positiveInt(EMBED_MAX_DIMENSIONS))
+        .default(SIM_DEFAULTS.embeddingDimensions),
     )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .option('--log-content', 'also log prompts and completions (off: logs carry counts and timings only)', false)

@@ -1,4 +1,5 @@
 import type { ChatParams, ChoiceDelta, Feature, FinishReason, Usage } from '@app/common/protocol/chat';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
 import type { ModelIdentity } from '@app/common/protocol/messages';
 
 /** What a backend is asked to run: one assigned task, already validated by the api. */
@@ -6,6 +7,25 @@ export interface BackendTask {
   /** The public model id as the dispatcher assigned it (one of {@link Backend.models}). */
   model: string;
   params: ChatParams;
+}
+
+/** An embedding task: one batch of a request's inputs, already validated by the api. */
+export interface EmbedTask {
+  /** The public model id as the dispatcher assigned it (one of {@link Backend.models}). */
+  model: string;
+  params: EmbedParams;
+}
+
+/** What the runtime answered an embedding task. */
+export interface EmbedResult {
+  /**
+   * One vector per input, in the inputs' order, as float32: what the runtime gave, each value rounded
+   * to float32 (Math.fround) and nothing else, since the protocol carries float32 and a client may
+   * compare vectors bit for bit. All of one length, 1 to EMBED_MAX_DIMENSIONS, every value finite.
+   */
+  vectors: Float32Array[];
+  /** The tokens of every input together, as the runtime counted them; null when it gives no count. */
+  promptTokens: number | null;
 }
 
 /** Where a backend writes its output; the agent turns each call into one `task:delta` event. */
@@ -55,6 +75,13 @@ export interface Backend {
    * stop at once, call the sink no more and reject with {@link cancelledError}.
    */
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult>;
+  /**
+   * Embeds a task's inputs. Whole, not streamed: runtimes answer embeddings in one body, and the
+   * agent cuts the vectors into events of its own size. Rejects as {@link run} does, and with
+   * {@link cancelledError} when `signal` aborts. Every backend has it; one whose runtime cannot embed
+   * does not declare `embeddings`, so that it is never given an embedding task.
+   */
+  embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult>;
 }
 
 /** A failure the agent reports as `task:error` with this code (lowercase snake case, as the protocol requires). */

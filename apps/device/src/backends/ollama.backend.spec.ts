@@ -1,7 +1,10 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLogger } from '@app/common/logging/logger';
 import type { ChatParams } from '@app/common/protocol/chat';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
-import { ollamaFeatures, ollamaIdentity, versionAtLeast } from './ollama.backend';
+import { OllamaBackend, ollamaFeatures, ollamaIdentity, versionAtLeast } from './ollama.backend';
 
 const line = (value: unknown) => JSON.stringify(value);
 const chunk = (message: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
@@ -41,6 +44,15 @@ void describe('ollamaFeatures', () => {
     expect(ollamaFeatures('0.12.11')).toEqual(expect.arrayContaining(['continue', 'logprobs', 'tools']));
     expect(ollamaFeatures(null)).not.toContain('continue');
     expect(ollamaFeatures('0.0.0')).not.toContain('continue');
+  });
+
+  void it('adds embeddings from 0.2.6 and embed_dimensions from 0.11.11, never embed_tokens', () => {
+    expect(ollamaFeatures('0.2.5')).not.toContain('embeddings');
+    expect(ollamaFeatures('0.2.6')).toContain('embeddings');
+    expect(ollamaFeatures('0.11.10')).not.toContain('embed_dimensions');
+    expect(ollamaFeatures('0.11.11')).toEqual(expect.arrayContaining(['embeddings', 'embed_dimensions']));
+    expect(ollamaFeatures('0.12.11')).not.toContain('embed_tokens');
+    expect(ollamaFeatures(null)).not.toContain('embeddings');
   });
 });
 
@@ -291,5 +303,158 @@ void describe('ollamaIdentity', () => {
       root: null,
       context_length: null,
     });
+  });
+});
+
+/** A local Ollama that answers each request as `answer` says (after `delayMs`), and records them. */
+async function localOllama(answer: (path: string, body: any) => { status: number; body: unknown; delayMs?: number }) {
+  const requests: { method: string; path: string; headers: http.IncomingHttpHeaders; body: any }[] = [];
+  const closed: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const request = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: text && JSON.parse(text),
+      };
+      requests.push(request);
+      res.on('close', () => closed.push(request.path));
+      const reply = answer(request.path, request.body);
+      const timer = setTimeout(() => {
+        const payload = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
+        res.writeHead(reply.status, { 'content-type': 'application/json; charset=utf-8' }).end(payload);
+      }, reply.delayMs ?? 0);
+      res.on('close', () => clearTimeout(timer));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const backend = new OllamaBackend(
+    {
+      upstream: url,
+      models: [{ public: 'nomic', upstream: 'nomic-embed-text:latest' }],
+      apiKey: 'secret-key',
+      discoveryIntervalMs: 60_000,
+      healthIntervalMs: 60_000,
+    },
+    createLogger('ollama-embed-test', 'silent'),
+  );
+  cleanups.push(async () => {
+    backend.stop();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { backend, requests, closed, embeds: () => requests.filter((r) => r.path === '/api/embed') };
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) {
+    await cleanup();
+  }
+});
+
+void describe('OllamaBackend.embed', () => {
+  const answer = (embeddings: unknown, extra: Record<string, unknown> = {}) => ({
+    status: 200,
+    body: { model: 'nomic-embed-text:latest', embeddings, total_duration: 1, load_duration: 1, ...extra },
+  });
+
+  void it('posts /api/embed under the runtime’s name, and gives the vectors as float32 with the prompt’s tokens', async () => {
+    const ollama = await localOllama(() =>
+      answer(
+        [
+          [0.1, -0.2, 0.3],
+          [1e-8, 0.5, -0.25],
+        ],
+        { prompt_eval_count: 9 },
+      ),
+    );
+    const result = await ollama.backend.embed(
+      { model: 'nomic', params: { input: ['first text', 'second'], truncate: false } },
+      new AbortController().signal,
+    );
+    expect(ollama.embeds()).toEqual([
+      expect.objectContaining({
+        method: 'POST',
+        body: { model: 'nomic-embed-text:latest', input: ['first text', 'second'], truncate: false },
+      }),
+    ]);
+    expect(ollama.embeds()[0].headers.authorization).toBe('Bearer secret-key');
+    expect(result.promptTokens).toBe(9);
+    expect(result.vectors.map((v) => Array.from(v))).toEqual([
+      [0.1, -0.2, 0.3].map(Math.fround),
+      [1e-8, 0.5, -0.25].map(Math.fround),
+    ]);
+  });
+
+  void it('reports no usage from an Ollama that gives no count (before 0.3.3, or 0)', async () => {
+    const ollama = await localOllama(() => answer([[0.5, 0.5]]));
+    const result = await ollama.backend.embed(
+      { model: 'nomic', params: { input: ['x'] } },
+      new AbortController().signal,
+    );
+    expect(result.promptTokens).toBeNull();
+  });
+
+  void it('sends dimensions, and refuses an answer that ignored them', async () => {
+    const ollama = await localOllama(() => answer([[0.6, 0.8, 0]]));
+    await expect(
+      ollama.backend.embed({ model: 'nomic', params: { input: ['x'], dimensions: 2 } }, new AbortController().signal),
+    ).rejects.toMatchObject({ code: 'upstream_bad_response' });
+    expect(ollama.embeds()[0].body).toEqual({ model: 'nomic-embed-text:latest', input: ['x'], dimensions: 2 });
+  });
+
+  void it('maps Ollama’s errors as it maps them for chat', async () => {
+    const cases: [number, string, string][] = [
+      [404, "model 'nomic-embed-text:latest' not found", 'model_not_found'],
+      [400, 'the input length exceeds the context length', 'context_length_exceeded'],
+      [400, 'input length exceeds maximum context length', 'context_length_exceeded'],
+      [400, 'invalid input type', 'upstream_bad_request'],
+      [500, 'llama runner process has terminated: exit status 2', 'upstream_error'],
+    ];
+    for (const [status, error, code] of cases) {
+      const ollama = await localOllama((path) =>
+        path === '/api/embed' ? { status, body: { error } } : { status: 200, body: { models: [] } },
+      );
+      await expect(
+        ollama.backend.embed({ model: 'nomic', params: { input: ['x'] } }, new AbortController().signal),
+      ).rejects.toMatchObject({ code, message: expect.stringContaining(error) });
+    }
+  });
+
+  void it('refuses an answer that is not Ollama’s', async () => {
+    for (const body of [{ embedding: [1, 2] }, { embeddings: [[1], [2]] }, 'not json']) {
+      const ollama = await localOllama(() => ({ status: 200, body }));
+      await expect(
+        ollama.backend.embed({ model: 'nomic', params: { input: ['x'] } }, new AbortController().signal),
+      ).rejects.toMatchObject({ code: 'upstream_bad_response' });
+    }
+  });
+
+  void it('closes the request when cancelled, which stops Ollama', async () => {
+    const ollama = await localOllama(() => ({ ...answer([[1]]), delayMs: 10_000 }));
+    const controller = new AbortController();
+    const running = ollama.backend.embed({ model: 'nomic', params: { input: ['x'] } }, controller.signal);
+    while (ollama.embeds().length === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    controller.abort();
+    await expect(running).rejects.toMatchObject({ code: 'cancelled' });
+    while (!ollama.closed.includes('/api/embed')) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  });
+
+  void it('refuses token inputs, which Ollama cannot take', async () => {
+    const ollama = await localOllama(() => answer([[1]]));
+    await expect(
+      ollama.backend.embed({ model: 'nomic', params: { input: [[1, 2]] } }, new AbortController().signal),
+    ).rejects.toMatchObject({ code: 'invalid_request' });
+    expect(ollama.embeds()).toEqual([]);
   });
 });

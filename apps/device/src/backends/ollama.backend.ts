@@ -1,10 +1,12 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta, Feature } from '@app/common/protocol/chat';
-import type { BackendResult, BackendTask, DeltaSink } from './backend';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
+import type { BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } from './backend';
 import { cancelledError } from './backend';
 import { ollamaChatRequest } from './ollama-chat-request';
 import { OllamaChatStream } from './ollama-chat-stream';
-import { endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
+import { ollamaEmbedRequest, ollamaEmbedResult } from './ollama-embed-request';
+import { endpoint, failure, finished, getJson, postJson, readLines, send } from './upstream/http-client';
 import { badResponse } from './upstream/runtime-errors';
 import { text } from './upstream/runtime-fields';
 import type { ProbeResult, RuntimeIdentity } from './upstream/upstream-monitor';
@@ -17,8 +19,8 @@ import { CONNECT_TIMEOUT_MS, PROBE_TIMEOUT_MS, watched } from './upstream/upstre
 /**
  * What Ollama's /api/chat honours: tools, `format` ("json" or a JSON schema), the usage counts of its
  * final line, and `think`. Not `n` nor `logit_bias`, which it silently ignores (a client would get one
- * choice, or an unbiased answer, that looks right). `logprobs` and `continue` only from the versions
- * that added them (see {@link ollamaFeatures}).
+ * choice, or an unbiased answer, that looks right). `logprobs`, `continue`, `embeddings` and
+ * `embed_dimensions` only from the versions that added them (see {@link ollamaFeatures}).
  */
 export const OLLAMA_FEATURES: Feature[] = ['tools', 'json_object', 'json_schema', 'stream_usage', 'reasoning_effort'];
 /** Ollama 0.12.11 added `logprobs` / `top_logprobs` to /api/chat; older versions drop them without a word. */
@@ -28,6 +30,13 @@ export const OLLAMA_LOGPROBS_SINCE = [0, 12, 11] as const;
  * the prompt ends with its text instead of closing it. Older versions would start a new reply.
  */
 export const OLLAMA_CONTINUE_SINCE = [0, 2, 8] as const;
+/** Ollama 0.2.6 added /api/embed, with a list of inputs (ollama#5127); before it, only /api/embeddings, one prompt each. */
+export const OLLAMA_EMBED_SINCE = [0, 2, 6] as const;
+/**
+ * Ollama 0.11.11 added `dimensions` to /api/embed (ollama#12242: the first k values, normalised again);
+ * older versions drop the field and answer the model's whole vector.
+ */
+export const OLLAMA_EMBED_DIMENSIONS_SINCE = [0, 11, 11] as const;
 
 /** Ollama's answer when a `think` level is sent to a model that only takes true/false (levels are gpt-oss's). */
 const THINK_LEVEL_REFUSED = /think value .* is not supported/i;
@@ -40,6 +49,13 @@ export function ollamaFeatures(version: string | null): Feature[] {
   }
   if (versionAtLeast(version, OLLAMA_CONTINUE_SINCE)) {
     features.push('continue');
+  }
+  // Never `embed_tokens`: /api/embed takes text only ("invalid input type" for anything else).
+  if (versionAtLeast(version, OLLAMA_EMBED_SINCE)) {
+    features.push('embeddings');
+  }
+  if (versionAtLeast(version, OLLAMA_EMBED_DIMENSIONS_SINCE)) {
+    features.push('embed_dimensions');
   }
   return features;
 }
@@ -82,7 +98,7 @@ export function ollamaIdentity(entry: OllamaTag): RuntimeIdentity {
   };
 }
 
-/** Serves tasks through a local Ollama's /api/chat, streaming its NDJSON answer. */
+/** Serves tasks through a local Ollama: chat with /api/chat, streaming its NDJSON answer; embeddings with /api/embed. */
 export class OllamaBackend extends UpstreamBackend {
   readonly name = 'ollama';
   private readonly base: URL;
@@ -149,6 +165,20 @@ export class OllamaBackend extends UpstreamBackend {
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
     return watched(this.monitor, () => this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal));
+  }
+
+  embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult> {
+    return watched(this.monitor, () => this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal));
+  }
+
+  /** POST /api/embed, answered in one body: every input's vector and the count of their tokens. */
+  private async embedInputs(model: string, params: EmbedParams, signal: AbortSignal): Promise<EmbedResult> {
+    const answer = await postJson(endpoint(this.base, '/api/embed'), ollamaEmbedRequest(model, params), {
+      apiKey: this.options.apiKey,
+      signal,
+      connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    });
+    return ollamaEmbedResult(answer, params);
   }
 
   private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

@@ -1,7 +1,12 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLogger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
+import { encodeVector } from '@app/common/protocol/embeddings';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
-import { openaiFeatures, openaiIdentity, openaiServer } from './openai.backend';
+import { OpenAIBackend, openaiFeatures, openaiIdentity, openaiServer } from './openai.backend';
 import { SseDecoder } from './upstream/sse';
 
 const event = (data: unknown) => ({ event: 'message', data: typeof data === 'string' ? data : JSON.stringify(data) });
@@ -133,6 +138,13 @@ void describe('openaiFeatures', () => {
     // LM Studio (and a proxy before several servers) may start a new reply after the prefix.
     expect(openaiFeatures(['organization-owner'])).not.toContain('continue');
     expect(openaiFeatures([])).not.toContain('continue');
+  });
+
+  void it('declares embeddings with token inputs on every server, and never embed_dimensions', () => {
+    for (const owners of [['vllm'], ['llamacpp'], ['organization-owner'], []]) {
+      expect(openaiFeatures(owners)).toEqual(expect.arrayContaining(['embeddings', 'embed_tokens']));
+      expect(openaiFeatures(owners)).not.toContain('embed_dimensions');
+    }
   });
 });
 
@@ -299,5 +311,178 @@ void describe('openaiIdentity', () => {
     expect(openaiIdentity({ id: 'm', owned_by: 'lmstudio', max_model_len: -1, root: 3 })).toEqual(
       expect.objectContaining({ root: null, context_length: null }),
     );
+  });
+});
+
+/** A local OpenAI-compatible server that answers each request as `answer` says, and records them. */
+async function localServer(answer: (path: string, body: any) => { status: number; body: unknown }) {
+  const requests: { method: string; path: string; headers: http.IncomingHttpHeaders; body: any }[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const request = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: text && JSON.parse(text),
+      };
+      requests.push(request);
+      const reply = answer(request.path, request.body);
+      const payload = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
+      res.writeHead(reply.status, { 'content-type': 'application/json' }).end(payload);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const backend = new OpenAIBackend(
+    {
+      upstream: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+      models: [{ public: 'bge', upstream: 'BAAI/bge-m3' }],
+      discoveryIntervalMs: 60_000,
+      healthIntervalMs: 60_000,
+    },
+    createLogger('openai-embed-test', 'silent'),
+  );
+  cleanups.push(async () => {
+    backend.stop();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { backend, requests, embeds: () => requests.filter((r) => r.path === '/v1/embeddings') };
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) {
+    await cleanup();
+  }
+});
+
+/** vLLM's answer, with the entries in the order given. */
+const embeddingList = (data: { index: unknown; embedding: unknown }[], promptTokens: unknown = 7) => ({
+  status: 200,
+  body: {
+    id: 'embd-1',
+    object: 'list',
+    created: 1,
+    model: 'BAAI/bge-m3',
+    data: data.map((d) => ({ object: 'embedding', ...d })),
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0 },
+  },
+});
+
+void describe('OpenAIBackend.embed', () => {
+  const embed = (backend: OpenAIBackend, params: EmbedParams) =>
+    backend.embed({ model: 'bge', params }, new AbortController().signal);
+
+  void it('posts {upstream}/embeddings with float encoding, and orders the vectors by index', async () => {
+    const server = await localServer(() =>
+      embeddingList([
+        { index: 1, embedding: [0.25, 0.5] },
+        { index: 0, embedding: [0.10000000149011612, -0.2] },
+      ]),
+    );
+    const result = await embed(server.backend, { input: ['a', 'b'], truncate: true });
+    expect(server.embeds()).toEqual([
+      expect.objectContaining({
+        method: 'POST',
+        body: { model: 'BAAI/bge-m3', input: ['a', 'b'], encoding_format: 'float' },
+      }),
+    ]);
+    expect(result.vectors.map((v) => Array.from(v))).toEqual([
+      [Math.fround(0.1), Math.fround(-0.2)],
+      [0.25, 0.5],
+    ]);
+    expect(result.promptTokens).toBe(7);
+  });
+
+  void it('sends token ids as they are, and dimensions when the task has them', async () => {
+    const server = await localServer(() => embeddingList([{ index: 0, embedding: [1, 0] }], 3));
+    await embed(server.backend, { input: [[101, 2023, 102]], dimensions: 2 });
+    expect(server.embeds()[0].body).toEqual({
+      model: 'BAAI/bge-m3',
+      input: [[101, 2023, 102]],
+      encoding_format: 'float',
+      dimensions: 2,
+    });
+  });
+
+  void it('takes a base64 answer too, and reports no usage where the server gives none', async () => {
+    const server = await localServer(() => ({
+      status: 200,
+      body: { object: 'list', data: [{ index: 0, embedding: encodeVector([0.5, -0.5]) }] },
+    }));
+    const result = await embed(server.backend, { input: ['a'] });
+    expect(Array.from(result.vectors[0])).toEqual([0.5, -0.5]);
+    expect(result.promptTokens).toBeNull();
+  });
+
+  void it('refuses an answer whose indices are not 0 to n - 1, each once', async () => {
+    const cases = [
+      [{ index: 0, embedding: [1] }],
+      [
+        { index: 0, embedding: [1] },
+        { index: 0, embedding: [2] },
+      ],
+      [
+        { index: 0, embedding: [1] },
+        { index: 2, embedding: [2] },
+      ],
+      [
+        { index: '1', embedding: [1] },
+        { index: 0, embedding: [2] },
+      ],
+      [
+        { index: 0, embedding: [1] },
+        { index: 1, embedding: [2] },
+        { index: 2, embedding: [3] },
+      ],
+    ];
+    for (const data of cases) {
+      const server = await localServer(() => embeddingList(data));
+      await expect(embed(server.backend, { input: ['a', 'b'] })).rejects.toMatchObject({
+        code: 'upstream_bad_response',
+      });
+    }
+    const server = await localServer(() => ({ status: 200, body: { object: 'list' } }));
+    await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({ code: 'upstream_bad_response' });
+  });
+
+  void it('maps the servers’ errors as it maps them for chat', async () => {
+    const vllm = (status: number, message: string) => ({
+      status,
+      body: { error: { message, type: 'BadRequestError', param: null, code: status } },
+    });
+    const cases: [{ status: number; body: unknown }, string][] = [
+      [vllm(404, 'The model `BAAI/bge-m3` does not exist.'), 'model_not_found'],
+      [
+        vllm(
+          400,
+          "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens in the input for embedding generation. Please reduce the length of the input.",
+        ),
+        'context_length_exceeded',
+      ],
+      [
+        // llama.cpp's server, for an input over its batch.
+        vllm(500, 'input is too large to process. increase the physical batch size'),
+        'context_length_exceeded',
+      ],
+      [
+        vllm(
+          400,
+          'Model "BAAI/bge-m3" does not support matryoshka representation, changing output dimensions will lead to poor results.',
+        ),
+        'upstream_bad_request',
+      ],
+      [vllm(401, 'Unauthorized'), 'upstream_unauthorized'],
+      [vllm(501, 'This server does not support embeddings. Start it with `--embeddings`'), 'upstream_error'],
+    ];
+    for (const [reply, code] of cases) {
+      const server = await localServer((path) =>
+        path === '/v1/embeddings' ? reply : { status: 200, body: { object: 'list', data: [] } },
+      );
+      await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({ code });
+    }
   });
 });

@@ -1,11 +1,13 @@
 import type { Logger } from '@app/common/logging/logger';
 import type { ChatParams, ChoiceDelta, Feature } from '@app/common/protocol/chat';
-import type { BackendResult, BackendTask, DeltaSink } from './backend';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
+import type { BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } from './backend';
 import type { OpenAIServer } from './openai-chat-request';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
+import { openaiEmbedRequest, openaiEmbedResult } from './openai-embed-request';
 import { BackendError, cancelledError, isCancellation } from './backend';
-import { describeUrl, endpoint, failure, finished, getJson, readLines, send } from './upstream/http-client';
+import { describeUrl, endpoint, failure, finished, getJson, postJson, readLines, send } from './upstream/http-client';
 import { badResponse } from './upstream/runtime-errors';
 import { SseDecoder } from './upstream/sse';
 import { stopTextFilter } from './upstream/stop-text';
@@ -22,6 +24,13 @@ import { CONNECT_TIMEOUT_MS, MAX_CHOICES, PROBE_TIMEOUT_MS, watched } from './up
  * reasoning_effort: vLLM uses it for gpt-oss only and llama.cpp not at all, so declaring it would
  * promise reasoning that most servers do not give; an operator who knows better adds it with --features.
  * `continue` comes once a probe has seen which server answers ({@link openaiFeatures}).
+ *
+ * Embeddings: /embeddings, with inputs as text or token ids (`embed_tokens`: vLLM and llama.cpp's
+ * server take both). Not `embed_dimensions`: vLLM honours `dimensions` only for matryoshka models and
+ * refuses it for the others (vllm-project/vllm#16331), llama.cpp's server ignores it
+ * (ggml-org/llama.cpp#25210), and no /models entry says which model is which, so declaring it would
+ * send requests that fail or come back at full length; an operator who serves a matryoshka model on
+ * vLLM adds it with --features.
  */
 export const OPENAI_FEATURES: Feature[] = [
   'tools',
@@ -31,6 +40,8 @@ export const OPENAI_FEATURES: Feature[] = [
   'n',
   'stream_usage',
   'logit_bias',
+  'embeddings',
+  'embed_tokens',
 ];
 
 /** llama.cpp's server (its /models say `owned_by: "llamacpp"`) refuses n > 1: "Only one completion choice is allowed". */
@@ -82,7 +93,7 @@ export function openaiIdentity(entry: OpenAIModelEntry): RuntimeIdentity {
   return { ...UNKNOWN_IDENTITY, root: text(entry.root, 500), context_length: count(entry.max_model_len) };
 }
 
-/** Serves tasks through an OpenAI-compatible server's /chat/completions (llama.cpp, vLLM, LM Studio). */
+/** Serves tasks through an OpenAI-compatible server's /chat/completions and /embeddings (llama.cpp, vLLM, LM Studio). */
 export class OpenAIBackend extends UpstreamBackend {
   readonly name = 'openai';
   private readonly base: URL;
@@ -188,6 +199,20 @@ export class OpenAIBackend extends UpstreamBackend {
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
     return watched(this.monitor, () => this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal));
+  }
+
+  embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult> {
+    return watched(this.monitor, () => this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal));
+  }
+
+  /** POST {upstream}/embeddings, answered in one body: every input's vector, by index, and the prompt's tokens. */
+  private async embedInputs(model: string, params: EmbedParams, signal: AbortSignal): Promise<EmbedResult> {
+    const answer = await postJson(endpoint(this.base, '/embeddings'), openaiEmbedRequest(model, params), {
+      apiKey: this.options.apiKey,
+      signal,
+      connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    });
+    return openaiEmbedResult(answer, params);
   }
 
   private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

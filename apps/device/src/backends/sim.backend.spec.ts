@@ -1,9 +1,11 @@
 import type { ChatParams, ChoiceDelta } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
+import type { EmbedParams } from '@app/common/protocol/embeddings';
 import type { BackendResult } from './backend';
 import type { SimOptions } from './sim.backend';
+import { simEmbedding } from './sim-embedding';
 import { tokenizeText } from './sim-generation';
-import { SimBackend } from './sim.backend';
+import { SIM_DEFAULTS, SimBackend } from './sim.backend';
 
 // No pacing: these tests check what is emitted, never when.
 const fast = (overrides: Partial<SimOptions> = {}) =>
@@ -334,5 +336,92 @@ void describe('SimBackend', () => {
     for (const text of ['{"reply":"Relay the signal."}', 'a  b', ' lead', 'trail ', 'ünï cödé, ok']) {
       expect(tokenizeText(text).join('')).toBe(text);
     }
+  });
+});
+
+void describe('SimBackend.embed', () => {
+  const embed = (backend: SimBackend, p: EmbedParams, signal = new AbortController().signal) =>
+    backend.embed({ model: 'sim-model', params: p }, signal);
+  const norm = (v: Float32Array) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
+
+  void it('gives every input a deterministic unit vector of the configured length', async () => {
+    const input = ['The rail yard at dawn.', 'A quiet signal box.', 'The rail yard at dawn.'];
+    const { vectors } = await embed(fast({ embeddingDimensions: 384 }), { input });
+    expect(vectors).toHaveLength(3);
+    for (const v of vectors) {
+      expect(v).toBeInstanceOf(Float32Array);
+      expect(v).toHaveLength(384);
+      expect(Math.abs(norm(v) - 1)).toBeLessThan(1e-6);
+    }
+    // The same text, the same vector, bit for bit; another text, a nearly orthogonal one.
+    expect(vectors[2]).toEqual(vectors[0]);
+    expect((await embed(fast({ embeddingDimensions: 384 }), { input: [input[0]] })).vectors[0]).toEqual(vectors[0]);
+    const cosine = vectors[0].reduce((sum, x, i) => sum + x * vectors[1][i], 0);
+    expect(Math.abs(cosine)).toBeLessThan(0.3);
+    expect((await embed(fast(), { input: ['x'] })).vectors[0]).toHaveLength(SIM_DEFAULTS.embeddingDimensions);
+  });
+
+  void it('keeps its vectors from one version to the next (a benchmark or a test may have stored them)', () => {
+    expect(Array.from(simEmbedding('hello', 4))).toEqual([
+      -0.23463183641433716, 0.5446281433105469, -0.4798421561717987, 0.6465907692909241,
+    ]);
+    expect(Array.from(simEmbedding([1, 2, 3], 3))).toEqual([
+      -0.1890256702899933, -0.801563024520874, -0.5672441720962524,
+    ]);
+  });
+
+  void it('shortens vectors matryoshka-style: the first k values of the full vector, normalised again', async () => {
+    const text = 'Switch the freight to track four.';
+    const full = (await embed(fast(), { input: [text] })).vectors[0];
+    const short = (await embed(fast(), { input: [text], dimensions: 64 })).vectors[0];
+    expect(short).toHaveLength(64);
+    expect(Math.abs(norm(short) - 1)).toBeLessThan(1e-6);
+    const head = full.slice(0, 64);
+    const headNorm = norm(head);
+    head.forEach((x, i) => expect(Math.abs(x / headNorm - short[i])).toBeLessThan(1e-6));
+    expect(short).toEqual(simEmbedding(text, 64));
+  });
+
+  void it('refuses more dimensions than its vectors have, as OpenAI does', async () => {
+    await expect(embed(fast({ embeddingDimensions: 32 }), { input: ['x'], dimensions: 33 })).rejects.toMatchObject({
+      code: 'upstream_bad_request',
+    });
+  });
+
+  void it('embeds token ids, apart from any text', async () => {
+    const { vectors, promptTokens } = await embed(fast(), { input: [[1, 2], [3], [1, 2]] });
+    expect(vectors[0]).toEqual(vectors[2]);
+    expect(vectors[0]).not.toEqual(vectors[1]);
+    expect(vectors[0]).not.toEqual((await embed(fast(), { input: ['1,2'] })).vectors[0]);
+    expect(promptTokens).toBe(5);
+  });
+
+  void it('counts the inputs’ words as prompt tokens, and none without stream_usage', async () => {
+    const input = ['one two three', 'four  five'];
+    expect((await embed(fast(), { input })).promptTokens).toBe(5);
+    expect((await embed(fast({ features: ['embeddings'] }), { input })).promptTokens).toBeNull();
+  });
+
+  void it('declares embeddings with token inputs and dimensions by default', () => {
+    expect(fast({ features: [...SIM_DEFAULTS.features] }).features).toEqual(
+      expect.arrayContaining(['embeddings', 'embed_tokens', 'embed_dimensions']),
+    );
+  });
+
+  void it('waits ttftMs, and rejects at once when cancelled', async () => {
+    const backend = fast({ ttftMs: 60_000 });
+    const controller = new AbortController();
+    const running = embed(backend, { input: ['x'] }, controller.signal);
+    setImmediate(() => controller.abort());
+    await expect(running).rejects.toMatchObject({ code: 'cancelled' });
+    await expect(embed(fast(), { input: ['x'] }, AbortSignal.abort())).rejects.toMatchObject({ code: 'cancelled' });
+  });
+
+  void it('hands the event loop back within a large task, so that a cancel gets through', async () => {
+    const controller = new AbortController();
+    const input = Array.from({ length: 2048 }, (_, i) => `input ${i}`);
+    const running = embed(fast({ embeddingDimensions: 4096 }), { input }, controller.signal);
+    setImmediate(() => controller.abort());
+    await expect(running).rejects.toMatchObject({ code: 'cancelled' });
   });
 });

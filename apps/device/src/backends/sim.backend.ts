@@ -3,9 +3,10 @@ import { performance } from 'node:perf_hooks';
 import type { ChoiceDelta, Feature, Usage } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type { ModelIdentity } from '@app/common/protocol/messages';
-import type { Backend, BackendResult, BackendTask, DeltaSink } from './backend';
-import { abortableSleep, cancelledError } from './backend';
+import type { Backend, BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } from './backend';
+import { BackendError, abortableSleep, cancelledError } from './backend';
 import { planContinuation } from './sim-continuation';
+import { simEmbedding, simEmbeddingTokens } from './sim-embedding';
 import { countWords } from './sim-generation';
 import { planReply } from './sim-plan';
 
@@ -16,7 +17,9 @@ import { planReply } from './sim-plan';
  * runtime: the first token after `ttftMs`, then `tokensPerSecond`. It honours the request fields a
  * real runtime would (max_tokens, stop, n, tools, response_format, logprobs, reasoning_effort) so
  * that every path of the relay can be exercised without a GPU, and continues an assistant prefix (a
- * resumed task) exactly where its uninterrupted reply would have gone on.
+ * resumed task) exactly where its uninterrupted reply would have gone on. It embeds too: a unit
+ * vector per input, seeded by the input (sim-embedding.ts), after `ttftMs` (a runtime's evaluation of
+ * the inputs).
  */
 export interface SimOptions {
   models: string[];
@@ -28,6 +31,11 @@ export interface SimOptions {
   tokens: number;
   /** The features announced. Usage is reported only with `stream_usage`, like a runtime without counts. */
   features: Feature[];
+  /**
+   * The length of the sim's vectors (its embedding models' size, 1 to EMBED_MAX_DIMENSIONS; by default
+   * SIM_DEFAULTS.embeddingDimensions); a request's `dimensions` asks for fewer.
+   */
+  embeddingDimensions?: number;
 }
 
 /**
@@ -40,12 +48,19 @@ export const SIM_DEFAULTS = {
   tokensPerSecond: 20,
   tokens: 64,
   features: FEATURES.filter((f) => f !== 'web_search'),
+  // nomic-embed-text's size, a common embedding model (Ollama's most pulled).
+  embeddingDimensions: 768,
 } as const;
 
 /** With no pacing, hand the event loop back this often so that a cancel or a socket event gets through. */
 const YIELD_EVERY_STEPS = 32;
 /** The protocol carries at most 8 choices (the api accepts n from 1 to 8). */
 const MAX_CHOICES = 8;
+/**
+ * While embedding, hand the event loop back after this many values (a few milliseconds of work), so
+ * that a cancel gets through a task of 2,048 inputs of thousands of dimensions.
+ */
+const EMBED_YIELD_EVERY_VALUES = 256 * 1024;
 
 /**
  * The digest a sim announces for a model: SHA-256 of `switchyard-sim/<model id>`. Its "weights" are the
@@ -148,5 +163,49 @@ export class SimBackend implements Backend {
         }
       : null;
     return { finish_reasons: plans.map((p) => p.finish), usage };
+  }
+
+  /**
+   * The inputs' vectors (see {@link simEmbedding}), after `ttftMs`. `dimensions` shortens them, and
+   * more than the model's `embeddingDimensions` is refused as OpenAI refuses it (a model cannot make
+   * its vectors longer). Usage, with `stream_usage`, counts the inputs' tokens as it counts a prompt's.
+   */
+  async embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult> {
+    if (signal.aborted) {
+      throw cancelledError();
+    }
+    const { input, dimensions } = task.params;
+    const size = this.options.embeddingDimensions ?? SIM_DEFAULTS.embeddingDimensions;
+    if (dimensions !== undefined && dimensions > size) {
+      throw new BackendError(
+        'upstream_bad_request',
+        `the model's vectors have ${size} dimensions, fewer than the ${dimensions} requested`,
+      );
+    }
+    const length = dimensions ?? size;
+    if (this.options.ttftMs > 0) {
+      await abortableSleep(this.options.ttftMs, signal);
+    }
+    const inputs: readonly (string | number[])[] = input;
+    const vectors: Float32Array[] = [];
+    let work = 0;
+    for (const item of inputs) {
+      if (work >= EMBED_YIELD_EVERY_VALUES) {
+        work = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (signal.aborted) {
+          throw cancelledError();
+        }
+      }
+      vectors.push(simEmbedding(item, length));
+      work += length;
+    }
+    if (signal.aborted) {
+      throw cancelledError();
+    }
+    const promptTokens = this.features.includes('stream_usage')
+      ? inputs.reduce((sum, item) => sum + simEmbeddingTokens(item), 0)
+      : null;
+    return { vectors, promptTokens };
   }
 }

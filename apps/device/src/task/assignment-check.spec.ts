@@ -1,5 +1,5 @@
 import type { Feature } from '@app/common/protocol/chat';
-import { assignSchema } from '@app/common/protocol/messages';
+import { chatAssignSchema, embedAssignSchema } from '@app/common/protocol/messages';
 import type { Backend } from '../backends/backend';
 import { refusalOf } from './assignment-check';
 
@@ -7,7 +7,7 @@ const backend = (features: Feature[]) =>
   ({ features, available: () => true, models: () => ['m'] }) as unknown as Backend;
 
 /** A resumed task as the dispatcher sends it, through the schema the link checks it against. */
-const resumed = assignSchema.parse({
+const resumed = chatAssignSchema.parse({
   task_address: 'network:6f1c2a44-5b9e-4d3a-9a7e-1c2d3e4f5a6b',
   model: 'm',
   attempt: 2,
@@ -33,5 +33,26 @@ void describe('refusalOf', () => {
     expect(refusalOf(resumed, state(['continue']))).toBeNull();
     const fresh = { ...resumed, params: { ...resumed.params, assistant_prefix: undefined } };
     expect(refusalOf(fresh, state([]))).toBeNull();
+  });
+
+  void it('takes an embedding task only with the features its inputs and dimensions need', () => {
+    const embed = (params: object) =>
+      embedAssignSchema.parse({
+        task_address: resumed.task_address,
+        model: 'm',
+        attempt: 1,
+        kind: 'embed',
+        embed: params,
+      });
+    const refused = (features: string[]) => ({ reason: 'unsupported_feature', detail: { features } });
+    expect(refusalOf(embed({ input: ['a'] }), state(['tools', 'continue']))).toEqual(refused(['embeddings']));
+    expect(refusalOf(embed({ input: ['a'] }), state(['embeddings']))).toBeNull();
+    expect(refusalOf(embed({ input: [[1, 2]] }), state(['embeddings']))).toEqual(refused(['embed_tokens']));
+    expect(refusalOf(embed({ input: ['a'], dimensions: 64 }), state(['embeddings']))).toEqual(
+      refused(['embed_dimensions']),
+    );
+    expect(
+      refusalOf(embed({ input: [[1]], dimensions: 64 }), state(['embeddings', 'embed_tokens', 'embed_dimensions'])),
+    ).toBeNull();
   });
 });

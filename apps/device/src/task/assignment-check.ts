@@ -1,4 +1,5 @@
 import { requiredFeatures } from '@app/common/protocol/chat';
+import { embedFeatures } from '@app/common/protocol/embeddings';
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
 import type { Backend } from '../backends/backend';
 
@@ -30,7 +31,10 @@ export function refusalOf(
   if (!backend.models().includes(payload.model)) {
     return { reason: 'model_not_served', detail: { model: payload.model } };
   }
-  const missing = requiredFeatures(payload.params, false).filter((f) => !backend.features.includes(f));
+  // An embedding task needs `embeddings` (and `embed_tokens`, `embed_dimensions` as it asks), which the
+  // dispatcher checked before sending it; a device whose runtime lost them since (an older Ollama) says so.
+  const needed = payload.kind === 'embed' ? embedFeatures(payload.embed) : requiredFeatures(payload.params, false);
+  const missing = needed.filter((f) => !backend.features.includes(f));
   if (missing.length > 0) {
     // Answering without the feature would be a wrong answer that looks right; the dispatcher can try elsewhere.
     return { reason: 'unsupported_feature', detail: { features: missing } };

@@ -1,4 +1,4 @@
-import type { AssignPayload } from '@app/common/protocol/device-protocol';
+import type { AssignPayload, ChatAssignPayload, EmbedAssignPayload } from '@app/common/protocol/device-protocol';
 import type { DispatcherLink } from '../link/dispatcher-link';
 import { RunningTask } from './running-task';
 
@@ -7,7 +7,7 @@ const payload = {
   model: 'm',
   attempt: 1,
   params: { messages: [{ role: 'user', content: 'hi' }] },
-} as unknown as AssignPayload;
+} as unknown as ChatAssignPayload;
 const connection = {} as DispatcherLink['connection'];
 
 describe('RunningTask', () => {
@@ -47,5 +47,38 @@ describe('RunningTask', () => {
       assistant_prefix: 'The Rhine',
     });
     expect(new RunningTask(resumed, connection, false).logLine('completed', {})).not.toHaveProperty('assistant_prefix');
+  });
+
+  it('logs an embedding task with its counts, and its inputs with --log-content only', () => {
+    const embed: EmbedAssignPayload = {
+      task_address: payload.task_address,
+      model: 'm',
+      attempt: 1,
+      kind: 'embed',
+      embed: { input: ['a text', 'another'] },
+    };
+    const task = new RunningTask(embed, connection, false);
+    expect(task.kind).toBe('embed');
+    task.recordVectors(768);
+    task.recordEmbeddingEvent();
+    const line = task.logLine('completed', { usage: { prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 } });
+    expect(line).toMatchObject({
+      kind: 'embed',
+      outcome: 'completed',
+      prompt_tokens: 3,
+      inputs: 2,
+      dimensions: 768,
+      events: 1,
+    });
+    expect(line.runtime_ms).toEqual(expect.any(Number));
+    expect(line).not.toHaveProperty('input');
+    expect(line).not.toHaveProperty('finish_reasons');
+    expect(new RunningTask(embed, connection, true).logLine('failed', { error_code: 'upstream_error' })).toMatchObject({
+      input: ['a text', 'another'],
+      dimensions: null,
+      events: 0,
+      error_code: 'upstream_error',
+    });
+    expect(new RunningTask(payload, connection, false).logLine('completed', {})).toMatchObject({ kind: 'chat' });
   });
 });

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ChatMessage, ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
+import type { EmbedInput } from '@app/common/protocol/embeddings';
 import type { DispatcherLink } from '../link/dispatcher-link';
 
 export type Outcome = 'completed' | 'failed' | 'cancelled' | 'disconnected' | 'shutdown';
@@ -12,6 +13,9 @@ export interface TaskEnding {
   error_code?: string;
 }
 
+/** A chat task streams deltas; an embedding task sends its vectors once the runtime gave them all. */
+export type TaskKind = 'chat' | 'embed';
+
 /**
  * The one task a device runs: what it was given, the signal its backend runs under, the sequence
  * number of its next event, and what its log line says (its content too, with --log-content).
@@ -20,6 +24,7 @@ export class RunningTask {
   readonly address: string;
   readonly model: string;
   readonly attempt: number;
+  readonly kind: TaskKind;
   /** The api's request id, so that one id follows the request through every log. */
   readonly requestId: string | null;
   private readonly controller = new AbortController();
@@ -29,10 +34,17 @@ export class RunningTask {
   private readonly startedAt = performance.now();
   private firstDeltaAt: number | null = null;
   private deltas = 0;
+  /** An embedding task's inputs, the length of the vectors the runtime gave, and the events that carried them. */
+  private readonly inputs: number;
+  private dimensions: number | null = null;
+  private embeddingEvents = 0;
+  private vectorsAt: number | null = null;
   /** Kept only with --log-content; a resumed task's answer so far goes with its prompt. */
   private readonly prompt?: ChatMessage[];
   private readonly assistantPrefix?: string;
   private readonly output?: { content: string; reasoning: string; tool_calls: ToolCall[] }[];
+  /** An embedding task's inputs, kept only with --log-content (its vectors are not: they are no one's reading). */
+  private readonly input?: EmbedInput;
 
   constructor(
     payload: AssignPayload,
@@ -44,6 +56,15 @@ export class RunningTask {
     this.model = payload.model;
     this.attempt = payload.attempt;
     this.requestId = payload.request_id ?? null;
+    this.inputs = payload.kind === 'embed' ? payload.embed.input.length : 0;
+    if (payload.kind === 'embed') {
+      this.kind = 'embed';
+      if (logContent) {
+        this.input = payload.embed.input;
+      }
+      return;
+    }
+    this.kind = 'chat';
     if (logContent) {
       this.prompt = payload.params.messages;
       this.assistantPrefix = payload.params.assistant_prefix;
@@ -96,14 +117,46 @@ export class RunningTask {
     }
   }
 
+  /** The runtime gave an embedding task's vectors, each of `dimensions` values. */
+  recordVectors(dimensions: number): void {
+    this.vectorsAt = performance.now();
+    this.dimensions = dimensions;
+  }
+
+  /** A `task:embedding` event went out. */
+  recordEmbeddingEvent(): void {
+    this.embeddingEvents++;
+  }
+
   /** The fields of the task's one log line. */
   logLine(outcome: Outcome, ending: TaskEnding): Record<string, unknown> {
     const ms = (x: number) => Math.round(x * 10) / 10;
+    if (this.kind === 'embed') {
+      // No finish reasons, deltas or time to first token: the counts that say what an embedding task was.
+      return {
+        task_address: this.address,
+        request_id: this.requestId,
+        model: this.model,
+        attempt: this.attempt,
+        kind: this.kind,
+        outcome,
+        error_code: ending.error_code,
+        prompt_tokens: ending.usage?.prompt_tokens,
+        inputs: this.inputs,
+        dimensions: this.dimensions,
+        events: this.embeddingEvents,
+        // From the assignment to the runtime's answer: its time, before the agent's encoding and sending.
+        runtime_ms: this.vectorsAt === null ? null : ms(this.vectorsAt - this.startedAt),
+        total_ms: ms(performance.now() - this.startedAt),
+        ...(this.input ? { input: this.input } : {}),
+      };
+    }
     return {
       task_address: this.address,
       request_id: this.requestId,
       model: this.model,
       attempt: this.attempt,
+      kind: this.kind,
       outcome,
       finish_reasons: ending.finish_reasons,
       error_code: ending.error_code,

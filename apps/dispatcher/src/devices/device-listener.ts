@@ -1,4 +1,4 @@
-import type { DeltaPayload, DonePayload, TaskErrorPayload } from '@app/common';
+import type { DeltaPayload, DonePayload, EmbeddingPayload, TaskErrorPayload } from '@app/common';
 import type { DeviceSession } from './device-session';
 
 /**
@@ -12,6 +12,7 @@ export interface DeviceListener {
   /** The connection is gone (or replaced by a newer one of the same device). */
   onGone(session: DeviceSession): void;
   onDelta(session: DeviceSession, payload: DeltaPayload): void;
+  onEmbedding(session: DeviceSession, payload: EmbeddingPayload): void;
   onDone(session: DeviceSession, payload: DonePayload): void;
   onError(session: DeviceSession, payload: TaskErrorPayload): void;
   /** A malformed event that names a task: the listener decides whether it is the device's own. */

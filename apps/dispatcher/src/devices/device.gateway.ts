@@ -50,6 +50,7 @@ export class DeviceGateway implements BeforeApplicationShutdown {
     handlers: {
       announce: (session, payload, reply) => void this.announces.handle(session, payload, reply),
       'task:delta': (session, payload) => this.registry.events.onDelta(session, payload),
+      'task:embedding': (session, payload) => this.registry.events.onEmbedding(session, payload),
       'task:done': (session, payload) => this.registry.events.onDone(session, payload),
       'task:error': (session, payload) => this.registry.events.onError(session, payload),
     },

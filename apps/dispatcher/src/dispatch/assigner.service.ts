@@ -1,15 +1,25 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, LOGGER, TaskRepository, queueOfLine, REDIS, InstanceService, Announcements } from '@app/common';
-import type { AppConfig, AssignAck, ChatJobData, ChatParams, Logger, RedisClient } from '@app/common';
+import type {
+  AppConfig,
+  AssignAck,
+  AssignPayload,
+  ChatJobData,
+  ChatParams,
+  JobData,
+  Logger,
+  RedisClient,
+} from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceAnswer, DeviceSession } from '../devices/device-session';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from '../queues/job-source.service';
-import type { ChatJob } from '../queues/job-source.service';
+import type { TaskJob } from '../queues/job-source.service';
 import { QueueWatch } from '../queues/queue-watch.service';
 import { Resumer } from '../queues/resumer.service';
 import type { QueueEvents } from '../queues/queue-watch.service';
+import { EmbedCollector } from '../relay/embed-collector';
 import { OutputTracker } from '../relay/output-tracker';
 import { TaskWriters } from '../relay/task-writers.service';
 import { Assignment } from './assignment';
@@ -34,12 +44,47 @@ export function assignedParams(data: ChatJobData): ChatParams {
 }
 
 /**
- * Whether the device was dropped from this resumed task for its silence: it is likely stuck, so the
- * task goes to another device rather than back to one that would not acknowledge it.
+ * Whether the task is not to go back to this device: an embedding batch it failed (retried on another
+ * device), or a resumed task it was dropped from for its silence (it is likely stuck, so the task goes
+ * to another device rather than back to one that would not acknowledge it).
  */
-function droppedForSilence(session: DeviceSession, data: ChatJobData): boolean {
-  const last = data.continued?.segments.at(-1);
+function avoided(session: DeviceSession, data: JobData): boolean {
+  if (data.avoid?.includes(session.id)) {
+    return true;
+  }
+  const last = data.kind === 'embed' ? undefined : data.continued?.segments.at(-1);
   return last?.device_id === session.id && last.ended === 'device_timeout';
+}
+
+/** Whether the client reads the task's output as it comes (an embedding's client takes it whole). */
+function streams(data: JobData): boolean {
+  return data.kind !== 'embed' && data.stream !== false;
+}
+
+/** The assignment of a job: what its device is sent, how its output is tracked and, for embeddings, collected. */
+function assignmentOf(
+  data: JobData,
+  attempt: number,
+): {
+  payload: AssignPayload;
+  tracker: OutputTracker;
+  collector: EmbedCollector | null;
+} {
+  const common = {
+    task_address: data.taskAddress,
+    model: data.model,
+    attempt,
+    ...(data.requestId ? { request_id: data.requestId } : {}),
+  };
+  if (data.kind === 'embed') {
+    return {
+      payload: { ...common, kind: 'embed', embed: data.embed },
+      tracker: OutputTracker.forEmbedding(data.embed),
+      collector: new EmbedCollector(data.embed),
+    };
+  }
+  const params = assignedParams(data);
+  return { payload: { ...common, params }, tracker: OutputTracker.forRequest(params), collector: null };
 }
 
 /** A safety net for announcements lost on the way (Pub/Sub does not persist): backlogs are looked at this often. */
@@ -226,10 +271,10 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
   }
 
   /** Hands the job to the device (or to an idle one here that can serve it). Whether a device took it. */
-  private async assign(session: DeviceSession, job: ChatJob, token: string, since: number): Promise<boolean> {
+  private async assign(session: DeviceSession, job: TaskJob, token: string, since: number): Promise<boolean> {
     const data = job.data;
     const queue = queueOfLine(job.queueName);
-    const fits = (d: DeviceSession) => d.supports(data.requires) && !droppedForSilence(d, data);
+    const fits = (d: DeviceSession) => d.supports(data.requires) && !avoided(d, data);
     if (!fits(session)) {
       this.skips.skip(session, queue, SKIP_MS);
       const capable = this.idle.first(queue, (d) => fits(d) && !this.skips.skipping(d, queue));
@@ -242,21 +287,12 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
       await Announcements.jobWaiting(this.redis, job.queueName);
       return false;
     }
-    const params = assignedParams(data);
-    const assignment = new Assignment(session, job, token, OutputTracker.forRequest(params));
+    const { payload, tracker, collector } = assignmentOf(data, job.attemptsStarted);
+    const assignment = new Assignment(session, job, token, tracker, collector);
     this.book.add(assignment);
     this.claim(assignment);
-    session.request(
-      'task:assign',
-      {
-        task_address: data.taskAddress,
-        model: data.model,
-        attempt: job.attemptsStarted,
-        params,
-        ...(data.requestId ? { request_id: data.requestId } : {}),
-      },
-      this.config.ASSIGN_ACK_TIMEOUT_MS,
-      (answer) => this.onAck(assignment, queue, answer),
+    session.request('task:assign', payload, this.config.ASSIGN_ACK_TIMEOUT_MS, (answer) =>
+      this.onAck(assignment, queue, answer),
     );
     this.metrics.assignLatency.observe((performance.now() - since) / 1000);
     if (this.recentCancels.delete(data.taskId)) {
@@ -278,7 +314,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         if (result.ok) {
           a.settle({
             attempt: result.attempt,
-            writer: this.writers.writer(a.taskId, result.attempt, a.job.data.stream !== false, {
+            writer: this.writers.writer(a.taskId, result.attempt, streams(a.job.data), {
               onRefused: () => void this.finalizer.end(a, { kind: 'abandoned' }),
               onLost: () => {
                 this.logger.error({ task: a.address }, 'task events could not be written to Redis: given up');

@@ -1,6 +1,7 @@
 import type { Continuation, TaskEvent } from '@app/common';
 import type { DeviceSession } from '../devices/device-session';
-import type { ChatJob } from '../queues/job-source.service';
+import type { TaskJob } from '../queues/job-source.service';
+import type { EmbedCollector } from '../relay/embed-collector';
 import type { OutputTracker } from '../relay/output-tracker';
 import type { TaskWriter } from '../relay/task-writer';
 
@@ -21,10 +22,12 @@ export class Assignment {
 
   constructor(
     readonly session: DeviceSession,
-    readonly job: ChatJob,
+    readonly job: TaskJob,
     /** The BullMQ lock token: the claim on the job. */
     readonly token: string,
     readonly tracker: OutputTracker,
+    /** An embedding task's vectors, as they arrive (null for a chat task). */
+    readonly collector: EmbedCollector | null = null,
   ) {
     this.claimed = new Promise((resolve) => (this.settleClaim = resolve));
   }
@@ -51,7 +54,7 @@ export class Assignment {
 
   /** What the client already had when this device was given the task (a resumed task), else null. */
   get continued(): Continuation | null {
-    return this.job.data.continued ?? null;
+    return this.job.data.kind === 'embed' ? null : (this.job.data.continued ?? null);
   }
 
   get line(): string {

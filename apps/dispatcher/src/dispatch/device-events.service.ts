@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, LOGGER, clientCodeOf, deviceMessage, InstanceService } from '@app/common';
-import type { AppConfig, DeltaPayload, DonePayload, Logger, TaskErrorPayload } from '@app/common';
+import type { AppConfig, DeltaPayload, DonePayload, EmbeddingPayload, Logger, TaskErrorPayload } from '@app/common';
 import { DeviceGateway } from '../devices/device.gateway';
 import type { DeviceListener } from '../devices/device-listener';
 import { DeviceRegistry } from '../devices/device-registry.service';
@@ -189,6 +189,32 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
     this.gateway.strike(session, 'output_exceeded');
   }
 
+  /**
+   * Vectors of an embedding task: checked and held until its `done` (see EmbedCollector). Vectors for
+   * a chat task, or that the task's inputs cannot have, fail the assignment as an invalid event would;
+   * the batch then goes to another device.
+   */
+  onEmbedding(session: DeviceSession, payload: EmbeddingPayload): void {
+    const loan = this.lent(session, payload.task_address, payload.seq);
+    if (loan !== undefined) {
+      // A lent device runs a canary, a chat prompt.
+      if (loan) {
+        this.onInvalidEvent(session, payload.task_address, 'vectors for a chat task');
+      }
+      return;
+    }
+    const assignment = this.own(session, payload.task_address, payload.seq);
+    if (!assignment) {
+      return;
+    }
+    const refusal = assignment.collector ? assignment.collector.add(payload.data) : 'vectors for a chat task';
+    if (refusal !== null) {
+      this.refuseOutput(session, payload.task_address, refusal);
+      return;
+    }
+    assignment.tracker.lastOutputAt = Date.now();
+  }
+
   onDone(session: DeviceSession, payload: DonePayload): void {
     const loan = this.lent(session, payload.task_address, payload.seq);
     if (loan !== undefined) {
@@ -199,13 +225,29 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       return;
     }
     const assignment = this.own(session, payload.task_address, payload.seq);
-    if (assignment) {
-      void this.finalizer.end(assignment, {
-        kind: 'completed',
-        finishReasons: payload.finish_reasons,
-        usage: payload.usage,
-      });
+    if (!assignment) {
+      return;
     }
+    const collector = assignment.collector;
+    // A chat answer has a finish reason per choice; an embedding has a vector per input, and none.
+    const invalid = collector
+      ? !collector.complete
+        ? `done with ${collector.inputs - collector.all().length} of ${collector.inputs} vectors missing`
+        : payload.finish_reasons.length > 0
+          ? 'finish reasons for an embedding'
+          : null
+      : payload.finish_reasons.length === 0
+        ? 'done without a finish reason'
+        : null;
+    if (invalid !== null) {
+      this.refuseOutput(session, payload.task_address, invalid);
+      return;
+    }
+    void this.finalizer.end(assignment, {
+      kind: 'completed',
+      finishReasons: payload.finish_reasons,
+      usage: payload.usage,
+    });
   }
 
   onError(session: DeviceSession, payload: TaskErrorPayload): void {
@@ -227,6 +269,17 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
         resumable: RESUMABLE_DEVICE_ERRORS.has(payload.code),
       });
     }
+  }
+
+  /**
+   * A well-formed event whose content the task cannot have (vectors it has no input for, an ending
+   * with some missing): it fails the task as a malformed one does, and counts against the device.
+   */
+  private refuseOutput(session: DeviceSession, taskAddress: string, reason: string): void {
+    this.logger.warn({ deviceId: session.id, task: taskAddress, reason }, 'invalid output from device');
+    this.onInvalidEvent(session, taskAddress, reason);
+    // After the ending: a strike that disconnects the device must not turn this failure into a drop.
+    this.gateway.strike(session, 'invalid_output');
   }
 
   /** A malformed event about the device's own task: its output can no longer be trusted. */

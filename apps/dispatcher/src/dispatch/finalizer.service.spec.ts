@@ -1,12 +1,13 @@
 import type { Redis } from 'ioredis';
-import { DISCONNECTED_MID_ANSWER, PROTOCOL_VERSION } from '@app/common';
-import type { AppConfig, Logger, TransitionResult } from '@app/common';
+import { DISCONNECTED_MID_ANSWER, PROTOCOL_VERSION, encodeVector } from '@app/common';
+import type { AppConfig, EmbedParams, JobData, Logger, TransitionResult } from '@app/common';
 import { DeviceSession } from '../devices/device-session';
 import type { DeviceSocket } from '../devices/device-session';
 import type { UsageAudit } from '../devices/usage-audit.service';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
-import type { ChatJob, JobSource } from '../queues/job-source.service';
+import type { TaskJob, JobSource } from '../queues/job-source.service';
 import type { Resumer } from '../queues/resumer.service';
+import { EmbedCollector } from '../relay/embed-collector';
 import { OutputTracker } from '../relay/output-tracker';
 import type { Closing, TaskWriter } from '../relay/task-writer';
 import type { TaskWriters } from '../relay/task-writers.service';
@@ -22,24 +23,31 @@ import type { Outcome } from './finalizer.service';
 class MemoryJobs implements Pick<JobSource, 'finish' | 'putBack'> {
   readonly moves: { move: 'finish' | 'putBack'; jobId: string; token: string; failed?: string | null }[] = [];
   fail: Error | null = null;
-  finish(job: ChatJob, token: string, failed: string | null): Promise<void> {
+  finish(job: TaskJob, token: string, failed: string | null): Promise<void> {
     this.moves.push({ move: 'finish', jobId: job.id!, token, failed });
     return this.fail ? Promise.reject(this.fail) : Promise.resolve();
   }
-  putBack(job: ChatJob, token: string): Promise<void> {
+  putBack(job: TaskJob, token: string): Promise<void> {
     this.moves.push({ move: 'putBack', jobId: job.id!, token });
     return this.fail ? Promise.reject(this.fail) : Promise.resolve();
   }
 }
 
 /** Resume: whether a task may be resumed (as set), and the jobs it continued. */
-class MemoryResumer implements Pick<Resumer, 'allows' | 'continueJob'> {
+class MemoryResumer implements Pick<Resumer, 'allows' | 'continueJob' | 'deviceElsewhere'> {
   allowed = false;
+  /** Whether another device can take a failed embedding batch, and the devices it was asked to look past. */
+  elsewhere = false;
+  readonly lookedPast: (string | null)[] = [];
+  deviceElsewhere(_job: TaskJob, _needs: readonly string[], lost: string | null): Promise<boolean> {
+    this.lookedPast.push(lost);
+    return Promise.resolve(this.elsewhere);
+  }
   readonly continued: [string, string, string][] = [];
   allows(): Promise<boolean> {
     return Promise.resolve(this.allowed);
   }
-  continueJob(job: ChatJob, token: string, cause: string): Promise<boolean> {
+  continueJob(job: TaskJob, token: string, cause: string): Promise<boolean> {
     this.continued.push([job.id!, token, cause]);
     return Promise.resolve(true);
   }
@@ -99,9 +107,29 @@ const job = {
   id: 'job-1',
   queueName: 'chat:m:network',
   data: { taskId: 'task-1', taskAddress: 'network:task-1', requestId: 'req-1' },
-} as unknown as ChatJob;
+} as unknown as TaskJob;
 
 const accepted = (attempt: number): TransitionResult => ({ ok: true, attempt });
+
+/** An embedding batch's job; `updateData` keeps what it was given, as BullMQ's does. */
+function embedJob(embed: EmbedParams): TaskJob {
+  const j = {
+    id: 'job-1',
+    queueName: 'chat:e:network',
+    data: {
+      kind: 'embed',
+      taskId: 'task-1',
+      taskAddress: 'network:task-1',
+      requires: ['embeddings'],
+      embed,
+    } as JobData,
+    updateData(data: JobData) {
+      j.data = data;
+      return Promise.resolve();
+    },
+  };
+  return j as unknown as TaskJob;
+}
 
 function setup(
   opts: {
@@ -109,7 +137,9 @@ function setup(
     result?: TransitionResult | null | Error;
     maxAttempts?: number;
     resumable?: boolean;
-    job?: ChatJob;
+    job?: TaskJob;
+    /** An embedding batch of these params (its job, tracker and collector). */
+    embed?: EmbedParams;
   } = {},
 ) {
   const book = new AssignmentBook();
@@ -139,8 +169,17 @@ function setup(
   );
   const { socket, sent } = fakeSocket();
   const session = new DeviceSession(socket);
-  const tracker = new OutputTracker(100, 1_000, { tokens: 1_000, bytes: 1_000_000 });
-  const a = new Assignment(session, opts.job ?? job, 'lock-token', tracker);
+  const tracker = opts.embed
+    ? OutputTracker.forEmbedding(opts.embed)
+    : new OutputTracker(100, 1_000, { tokens: 1_000, bytes: 1_000_000 });
+  const collector = opts.embed ? new EmbedCollector(opts.embed) : null;
+  const a = new Assignment(
+    session,
+    opts.job ?? (opts.embed ? embedJob(opts.embed) : job),
+    'lock-token',
+    tracker,
+    collector,
+  );
   book.add(a);
   const writer = new MemoryTaskWriter(opts.result === undefined ? accepted(opts.attempt ?? 1) : opts.result);
   // The claim: accepted with an attempt, or refused (attempt 0, no writer).
@@ -257,7 +296,7 @@ describe('Finalizer: resume', () => {
     const continuedJob = {
       ...job,
       data: { ...job.data, resume: true, continued: { text: 'Hel', tokens: 2, resumes: 1, segments: [earlier] } },
-    } as unknown as ChatJob;
+    } as unknown as TaskJob;
     const t = setup({ attempt: 2, job: continuedJob });
     t.tracker.output([{ index: 0, content: 'lo' }]);
     await t.finalizer.end(t.a, {
@@ -277,6 +316,83 @@ describe('Finalizer: resume', () => {
       earlier,
       expect.objectContaining({ attempt: 2, device_id: 'device-1', tokens: 1, bytes: 2, ended: 'completed' }),
     ]);
+  });
+});
+
+describe('Finalizer: embedding batches', () => {
+  const embed: EmbedParams = { input: ['alpha', 'beta'] };
+
+  it('completed: the vectors, in input order, go out whole with the done event; the record has the hash and no completion', async () => {
+    const t = setup({ embed });
+    t.a.collector!.add([{ index: 1, embedding: encodeVector([0, 1]) }]);
+    t.a.collector!.add([{ index: 0, embedding: encodeVector([1, 0]) }]);
+    await t.finalizer.end(t.a, {
+      kind: 'completed',
+      finishReasons: [],
+      usage: { prompt_tokens: 4, completion_tokens: 0, total_tokens: 4 },
+    });
+    const [closing] = t.writer.closings;
+    expect(closing).toMatchObject({
+      kind: 'end',
+      ending: { status: 'completed', promptTokens: 4, completionTokens: 0, outputBytes: 16, usageSource: 'device' },
+      output: [{ type: 'embedding', data: [{ index: 0 }, { index: 1 }] }],
+      event: { type: 'done', finish_reasons: [], usage: { prompt_tokens: 4, completion_tokens: 0, total_tokens: 4 } },
+    });
+    expect(closing.kind === 'end' && closing.ending.outputSha256).toBe(t.a.collector!.sha256());
+    expect(t.audited).toEqual([]);
+    expect(t.jobs.moves).toEqual([{ move: 'finish', jobId: 'job-1', token: 'lock-token', failed: null }]);
+  });
+
+  it('a device that claims more prompt tokens than the inputs can hold is clamped', async () => {
+    const t = setup({ embed: { input: [[1, 2, 3]] } });
+    t.a.collector!.add([{ index: 0, embedding: encodeVector([1]) }]);
+    await t.finalizer.end(t.a, {
+      kind: 'completed',
+      finishReasons: [],
+      usage: { prompt_tokens: 1_000, completion_tokens: 5, total_tokens: 1_005 },
+    });
+    expect(t.writer.closings[0]).toMatchObject({
+      event: { usage: { prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 } },
+    });
+  });
+
+  it('a runtime failure or invalid vectors: the batch goes back to its line for another device, and this one is avoided', async () => {
+    for (const failure of [
+      { kind: 'failed', code: 'upstream_error', message: 'boom', stop: false, resumable: true },
+      { kind: 'failed', code: 'device_protocol_error', message: 'bad vectors', stop: true },
+    ] as Outcome[]) {
+      const t = setup({ embed });
+      t.resumer.elsewhere = true;
+      await t.finalizer.end(t.a, failure);
+      expect(t.writer.closings).toEqual([
+        { kind: 'requeue', event: { type: 'requeued', reason: (failure as { code: string }).code } },
+      ]);
+      expect(t.resumer.lookedPast).toEqual(['device-1']);
+      expect(t.a.job.data.avoid).toEqual(['device-1']);
+      expect(t.jobs.moves).toEqual([{ move: 'putBack', jobId: 'job-1', token: 'lock-token' }]);
+    }
+  });
+
+  it('a failed batch with no other device, or on its last attempt, or failing as any device would, ends with its error', async () => {
+    const runtime: Outcome = { kind: 'failed', code: 'upstream_error', message: 'boom', stop: false, resumable: true };
+    const alone = setup({ embed });
+    await alone.finalizer.end(alone.a, runtime);
+    const last = setup({ embed, attempt: 3, maxAttempts: 3 });
+    last.resumer.elsewhere = true;
+    await last.finalizer.end(last.a, runtime);
+    const input = setup({ embed });
+    input.resumer.elsewhere = true;
+    await input.finalizer.end(input.a, {
+      kind: 'failed',
+      code: 'context_length_exceeded',
+      message: 'too long',
+      stop: false,
+    });
+    for (const t of [alone, last, input]) {
+      expect(t.writer.closings[0]).toMatchObject({ kind: 'end', ending: { status: 'failed' } });
+      expect(t.a.job.data.avoid).toBeUndefined();
+      expect(t.jobs.moves[0]).toMatchObject({ move: 'finish' });
+    }
   });
 });
 

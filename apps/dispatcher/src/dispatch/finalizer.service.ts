@@ -21,7 +21,18 @@ import type { Assignment } from './assignment';
 import { AssignmentBook } from './assignment-book';
 
 /** What the finalizer makes of an outcome: the outcome itself, a requeue, or a resume. */
-type Decision = Outcome | { kind: 'requeue'; reason: string } | { kind: 'resume'; cause: string };
+type Decision =
+  | Outcome
+  /** `avoid`: the device the task is not to go back to (an embedding batch it failed). */
+  | { kind: 'requeue'; reason: string; avoid?: string }
+  | { kind: 'resume'; cause: string };
+
+/**
+ * An embedding batch's failures that another device may not have: its runtime failed, or it sent
+ * vectors that cannot be right. Nothing of a batch reaches the client before its ending (see
+ * EmbedCollector), so such a batch goes to another device whole.
+ */
+const EMBED_RETRIED: ReadonlySet<string> = new Set(['device_protocol_error', 'device_output_exceeded']);
 
 /** The UTF-8 bytes of what the client had before this assignment (a resumed task's answer so far). */
 function priorBytes(a: Assignment): number {
@@ -109,6 +120,9 @@ export class Finalizer {
    * as they are.
    */
   private async decide(a: Assignment, outcome: Outcome): Promise<Decision> {
+    if (a.collector && outcome.kind === 'failed' && (outcome.resumable || EMBED_RETRIED.has(outcome.code))) {
+      return this.retryBatch(a, outcome);
+    }
     const resumable = outcome.kind === 'dropped' || (outcome.kind === 'failed' && outcome.resumable === true);
     if (!resumable) {
       return outcome;
@@ -144,9 +158,49 @@ export class Finalizer {
     return { kind: 'failed', code: 'device_disconnected', message, stop: false };
   }
 
+  /**
+   * A failed embedding batch goes to another device while attempts are left and one that can take it
+   * is online (not this one); else it fails with its error.
+   */
+  private async retryBatch(a: Assignment, outcome: Extract<Outcome, { kind: 'failed' }>): Promise<Decision> {
+    const data = a.job.data;
+    const left = a.attempt > 0 && a.attempt < this.config.MAX_ATTEMPTS;
+    if (left && (await this.resumer.deviceElsewhere(a.job, data.requires, a.session.id))) {
+      return { kind: 'requeue', reason: outcome.code, avoid: a.session.id };
+    }
+    return outcome;
+  }
+
+  /** An embedding batch's ending: its vectors (all of them, checked) with its `done`, in one entry. */
+  private embedded(a: Assignment, usage: Usage | null): Closing {
+    const collector = a.collector!;
+    const bounded = a.tracker.bound(usage);
+    if (bounded.clamped) {
+      this.metrics.clampedUsage.inc();
+      this.logger.warn({ task: a.address, reported: usage, recorded: bounded.usage }, 'device usage clamped');
+    }
+    const counted = bounded.usage;
+    return {
+      kind: 'end',
+      ending: {
+        status: 'completed',
+        promptTokens: counted?.prompt_tokens ?? null,
+        completionTokens: counted ? 0 : null,
+        outputSha256: collector.sha256(),
+        outputBytes: collector.bytes,
+        usageSource: counted ? 'device' : null,
+      },
+      output: [{ type: 'embedding', data: collector.all() }],
+      event: { type: 'done', finish_reasons: [], usage: counted },
+    };
+  }
+
   private closing(a: Assignment, outcome: Decision): Closing {
     switch (outcome.kind) {
       case 'completed': {
+        if (a.collector) {
+          return this.embedded(a, outcome.usage);
+        }
         this.audit.completed(
           a.session,
           outcome.usage?.completion_tokens ?? null,
@@ -274,6 +328,9 @@ export class Finalizer {
     }
     try {
       if (outcome.kind === 'requeue' && result?.ok) {
+        if (outcome.avoid) {
+          await a.job.updateData({ ...a.job.data, avoid: [...(a.job.data.avoid ?? []), outcome.avoid] });
+        }
         await this.jobs.putBack(a.job, a.token);
         await Announcements.jobWaiting(this.redis, a.line);
         this.metrics.assignments.inc({ result: 'requeued' });

@@ -15,9 +15,9 @@ import {
   REDIS,
   Announcements,
 } from '@app/common';
-import type { AppConfig, ChatJobData, Logger, RedisClient } from '@app/common';
+import type { AppConfig, JobData, Logger, RedisClient } from '@app/common';
 
-export type ChatJob = Job<ChatJobData>;
+export type TaskJob = Job<JobData>;
 
 /** Picks that came back empty (another dispatcher took the job first) before giving up for now. */
 const MAX_EMPTY_PICKS = 3;
@@ -51,7 +51,7 @@ export class JobSource implements OnModuleDestroy {
    * Takes the job just announced on `line` (a device was idle): no pick, the line's turn is charged
    * (not awaited), and `charged` hears whether the line's queue has jobs waiting still.
    */
-  async takeFrom(line: string, token: string, charged?: (backlog: boolean) => void): Promise<ChatJob | undefined> {
+  async takeFrom(line: string, token: string, charged?: (backlog: boolean) => void): Promise<TaskJob | undefined> {
     const job = await this.lines.get(line).take(token);
     if (job) {
       this.fair.charge(line).then(
@@ -63,7 +63,7 @@ export class JobSource implements OnModuleDestroy {
   }
 
   /** Takes the next job of a queue, from the line whose turn it is. */
-  async takeNext(queue: string, token: string): Promise<ChatJob | undefined> {
+  async takeNext(queue: string, token: string): Promise<TaskJob | undefined> {
     for (let i = 0; i < MAX_EMPTY_PICKS; i++) {
       const line = await this.fair.pick(queue);
       if (!line) {
@@ -78,13 +78,13 @@ export class JobSource implements OnModuleDestroy {
   }
 
   /** Back to the head of its line (no output reached a client): the next device of the queue takes it. */
-  async putBack(job: ChatJob, token: string): Promise<void> {
+  async putBack(job: TaskJob, token: string): Promise<void> {
     await job.moveToWait(token);
     await this.fair.refund(job.queueName);
   }
 
   /** The job is over (its task ended): removed from Redis with its request text. */
-  async finish(job: ChatJob, token: string, failed: string | null): Promise<void> {
+  async finish(job: TaskJob, token: string, failed: string | null): Promise<void> {
     if (failed) {
       job.discard();
       await job.moveToFailed(new Error(failed), token, false);
@@ -94,7 +94,7 @@ export class JobSource implements OnModuleDestroy {
   }
 
   /** A job by its line and id (a dead dispatcher's, to move with its recorded token). */
-  find(line: string, jobId: string): Promise<ChatJob | undefined> {
+  find(line: string, jobId: string): Promise<TaskJob | undefined> {
     return this.lines.get(line).getJob(jobId);
   }
 

@@ -15,7 +15,7 @@ import {
 import type { AppConfig, Continuation, Feature, Logger, RedisClient } from '@app/common';
 import { DispatcherMetrics } from '../infra/dispatcher-metrics.service';
 import { JobSource } from './job-source.service';
-import type { ChatJob } from './job-source.service';
+import type { TaskJob } from './job-source.service';
 
 /**
  * Why a task whose output reached its client lost its device: `device_disconnected`, `device_timeout`
@@ -60,8 +60,9 @@ export class Resumer {
   }
 
   /** Whether the job's task may be resumed once more: its api allowed it, and it has resumes left. */
-  static mayResume(job: ChatJob, maxResumes: number): boolean {
-    return job.data.resume === true && (job.data.continued?.resumes ?? 0) < maxResumes;
+  static mayResume(job: TaskJob, maxResumes: number): boolean {
+    const data = job.data;
+    return data.kind !== 'embed' && data.resume === true && (data.continued?.resumes ?? 0) < maxResumes;
   }
 
   /**
@@ -70,27 +71,36 @@ export class Resumer {
    * explicit error, at once, rather than wait out its queue timeout). Counted when a task that may be
    * resumed is not.
    */
-  async allows(job: ChatJob, cause: ResumeCause, lost: string | null = null): Promise<boolean> {
-    if (job.data.resume !== true) {
+  async allows(job: TaskJob, cause: ResumeCause, lost: string | null = null): Promise<boolean> {
+    if (job.data.kind === 'embed' || job.data.resume !== true) {
       return false;
     }
     if (!Resumer.mayResume(job, this.config.RESUME_MAX_ATTEMPTS)) {
       this.metrics.resumes.inc({ cause, outcome: 'limit' });
       return false;
     }
-    const needs = new Set<Feature>([...job.data.requires, CONTINUE]);
-    const members = await this.redis
-      .zrangebyscore(this.keys.presence(job.data.pool, job.data.model), Date.now(), '+inf')
-      .catch(() => [] as string[]);
-    const able = members.some((m) => {
-      const member = decodePresenceMember(m);
-      const features = new Set(member.features);
-      return member.deviceId !== lost && [...needs].every((f) => features.has(f));
-    });
+    const able = await this.deviceElsewhere(job, [...job.data.requires, CONTINUE], lost);
     if (!able) {
       this.metrics.resumes.inc({ cause, outcome: 'no_device' });
     }
     return able;
+  }
+
+  /**
+   * Whether a device other than `lost` (and those the job avoids) is online for the job's model and
+   * pool with every feature in `needs` (one presence read). A task that could go on elsewhere but has
+   * no device to go to ends at once with its error, rather than wait out its queue timeout.
+   */
+  async deviceElsewhere(job: TaskJob, needs: readonly Feature[], lost: string | null): Promise<boolean> {
+    const avoided = new Set(job.data.avoid ?? []);
+    const members = await this.redis
+      .zrangebyscore(this.keys.presence(job.data.pool, job.data.model), Date.now(), '+inf')
+      .catch(() => [] as string[]);
+    return members.some((m) => {
+      const member = decodePresenceMember(m);
+      const features = new Set(member.features);
+      return member.deviceId !== lost && !avoided.has(member.deviceId) && needs.every((f) => features.has(f));
+    });
   }
 
   /**
@@ -99,9 +109,13 @@ export class Resumer {
    * when it is not (its stream cannot be continued, or the job could not be moved), the task ended
    * here with `device_disconnected`.
    */
-  async continueJob(job: ChatJob, token: string, cause: ResumeCause): Promise<boolean> {
-    const taskId = job.data.taskId;
+  async continueJob(job: TaskJob, token: string, cause: ResumeCause): Promise<boolean> {
+    const data = job.data;
+    const taskId = data.taskId;
     try {
+      if (data.kind === 'embed') {
+        throw new Error('an embedding task is never resumed');
+      }
       const raw = await this.redis.xrange(this.keys.taskStream(taskId), '-', '+');
       const relayed = relayedOutput(raw.map(([id, fields]) => ({ id, entry: decodeStreamEntry(fields) })));
       if (!relayed.continuable || relayed.text.length === 0) {
@@ -111,11 +125,11 @@ export class Resumer {
       const continued: Continuation = {
         text: relayed.text,
         tokens: relayed.tokens,
-        resumes: (job.data.continued?.resumes ?? 0) + 1,
+        resumes: (data.continued?.resumes ?? 0) + 1,
         segments: relayed.segments,
       };
-      const requires = job.data.requires.includes(CONTINUE) ? job.data.requires : [...job.data.requires, CONTINUE];
-      await job.updateData({ ...job.data, continued, requires });
+      const requires = data.requires.includes(CONTINUE) ? data.requires : [...data.requires, CONTINUE];
+      await job.updateData({ ...data, continued, requires });
       await this.jobs.putBack(job, token);
       await Announcements.jobWaiting(this.redis, job.queueName);
       this.metrics.resumes.inc({ cause, outcome: 'resumed' });
@@ -138,7 +152,7 @@ export class Resumer {
   }
 
   /** A resumed task that cannot go on after all: it ends as it would have without resume. */
-  private async fail(job: ChatJob, token: string, cause: ResumeCause, outcome: string): Promise<void> {
+  private async fail(job: TaskJob, token: string, cause: ResumeCause, outcome: string): Promise<void> {
     this.metrics.resumes.inc({ cause, outcome });
     await this.endWaiting(job.data.taskId);
     await this.jobs.finish(job, token, 'device_disconnected');

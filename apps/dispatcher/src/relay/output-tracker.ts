@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Hash } from 'node:crypto';
-import type { ChatParams, ChoiceDelta, TokenLogprob, Usage } from '@app/common';
+import { isTokenInput } from '@app/common';
+import type { ChatParams, ChoiceDelta, EmbedParams, TokenLogprob, Usage } from '@app/common';
 
 /** Per message, what a prompt may cost beyond its text's bytes (role and template tokens). */
 const PROMPT_OVERHEAD_PER_MESSAGE = 16;
@@ -104,6 +105,20 @@ export class OutputTracker {
       tracker.segmentHash = createHash('sha256');
     }
     return tracker;
+  }
+
+  /**
+   * The tracker of an embedding assignment: its events' order and the prompt tokens its device may
+   * claim. Inputs given as token ids are exactly their count; text at most its UTF-8 bytes plus a
+   * per-input overhead (the model's own start and end tokens). It carries no chat output (its vectors
+   * are checked by the EmbedCollector).
+   */
+  static forEmbedding(params: EmbedParams): OutputTracker {
+    const input = params.input;
+    const prompt = isTokenInput(input)
+      ? input.reduce((n, tokens) => n + tokens.length, 0)
+      : input.reduce((n, text) => n + Buffer.byteLength(text) + PROMPT_OVERHEAD_PER_MESSAGE, 0);
+    return new OutputTracker(0, prompt, { tokens: 0, bytes: 0 });
   }
 
   /** Whether `seq` is the next one; if so, it is taken. */

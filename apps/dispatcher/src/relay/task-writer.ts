@@ -15,8 +15,11 @@ const HOLD_MAX_MS = 1_000;
 
 /** How a writer's assignment ends: a transition, written with its event after every pending one. */
 export type Closing =
-  /** `event` (if any) is what the client gets: none when the client is gone (then nothing is written). */
-  | { kind: 'end'; ending: Ending; event?: TaskEvent }
+  /**
+   * `event` (if any) is what the client gets: none when the client is gone (then nothing is written).
+   * `output`: held output that goes with it (an embedding's vectors, written whole with its ending).
+   */
+  | { kind: 'end'; ending: Ending; event?: TaskEvent; output?: TaskEvent[] }
   | { kind: 'requeue'; event: TaskEvent }
   /** Output reached the client and the device is lost: the task waits for a device to continue it. */
   | { kind: 'resume'; event: TaskEvent }
@@ -185,7 +188,8 @@ export class TaskWriter {
     }
     // No closing event means no client (it went away): its pending output would only be written into
     // a stream nobody reads, and bring back the stream the api deleted.
-    const events = closing.event ? [...this.pending, closing.event] : [];
+    const output = closing.kind === 'end' ? (closing.output ?? []) : [];
+    const events = closing.event ? [...this.pending, ...output, closing.event] : [];
     this.pending = [];
     const fields = events.length > 0 ? encodeStreamEntry(this.attempt, this.seq, events) : [];
     const result =
@@ -215,7 +219,7 @@ export class TaskWriter {
 
   /** An ending whose output was never written before carries the time of its first output itself. */
   private withFirstOutput(ending: Ending, events: TaskEvent[]): Ending {
-    return !this.firstRecorded && events.some((e) => e.type === 'delta')
+    return !this.firstRecorded && events.some((e) => e.type === 'delta' || e.type === 'embedding')
       ? { ...ending, firstTokenAt: Date.now() }
       : ending;
   }

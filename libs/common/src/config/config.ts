@@ -134,6 +134,11 @@ export const configSchema = z
      * another device (docs/architecture.md, "Resume"); 0 turns resume off for every organization.
      */
     RESUME_MAX_ATTEMPTS: z.coerce.number().int().min(0).max(10).default(2),
+    /**
+     * The most inputs one device embeds at a time: an embeddings request with more is split into
+     * batches of this many, embedded in parallel by the idle devices serving the model.
+     */
+    EMBED_BATCH_MAX: z.coerce.number().int().min(1).max(2048).default(64),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   // One port cannot both serve /admin only and refuse it.

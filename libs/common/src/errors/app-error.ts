@@ -14,7 +14,8 @@ export const ERROR_STATUS = {
   upstream_bad_request: 400,
   /** A chat request naming an embedding model. */
   not_a_chat_model: 400,
-  /** Reserved for the embeddings routes (issue 38): an embeddings request naming a chat model. */
+  /** An embeddings request naming a chat model. */
+  not_an_embedding_model: 400,
   invalid_api_key: 401,
   invalid_admin_token: 401,
   network_not_allowed: 403,

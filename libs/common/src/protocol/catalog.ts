@@ -8,6 +8,7 @@ import {
   cancelSchema,
   deltaSchema,
   doneSchema,
+  embeddingSchema,
   taskErrorSchema,
 } from './messages';
 
@@ -26,6 +27,9 @@ import {
  * from DEVICE_ERROR_CODES.
  * Version 3: the announce says what the runtime says each model is (`identities`); a model may be
  * refused `digest_mismatch` or `digest_unknown`.
+ * Added within version 3 (a receiver of the version before never meets them): embedding tasks
+ * (`task:assign` with `kind: "embed"`, sent only to a device that declares the `embeddings` feature,
+ * which answers with `task:embedding`), and `task:done` without finish reasons for them.
  */
 export const PROTOCOL_VERSION = 3;
 
@@ -39,6 +43,7 @@ export const SERVER_TO_DEVICE = {
 export const DEVICE_TO_SERVER = {
   announce: { message: announceSchema, ack: announceAckSchema },
   'task:delta': { message: deltaSchema },
+  'task:embedding': { message: embeddingSchema },
   'task:done': { message: doneSchema },
   'task:error': { message: taskErrorSchema },
 } as const satisfies MessageCatalog;

@@ -117,6 +117,12 @@ export const FEATURES = [
   // Last: presence lists and announces carry names, so a new feature only needs adding here.
   /** Continues an assistant reply from a given prefix (a resumed task's `assistant_prefix`). */
   'continue',
+  /** Embeds text (models of kind `embedding`; see embeddings.ts). */
+  'embeddings',
+  /** Embeds inputs given as token ids. */
+  'embed_tokens',
+  /** Shortens vectors to a requested `dimensions`. */
+  'embed_dimensions',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

@@ -7,6 +7,7 @@
  */
 export * from './connection';
 export * from './messages';
+export * from './embeddings';
 export * from './message-catalog';
 export * from './catalog';
 export * from './versions';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { FEATURES, choiceDeltaSchema, chatParamsSchema, finishReasonSchema, usageSchema } from './chat';
+import { EMBED_MAX_INPUTS, embedParamsSchema, embeddingVectorSchema } from './embeddings';
 
 /**
  * The messages of the device protocol, current version (PROTOCOL_VERSION in catalog.ts): every
@@ -93,15 +94,33 @@ export const announceAckSchema = z.union([
 ]);
 export type AnnounceAck = z.infer<typeof announceAckSchema>;
 
-/** A task handed to a device. */
-export const assignSchema = z.object({
+const assignedTask = z.object({
   task_address: address,
   model: z.string().min(1),
   attempt: z.number().int().min(1),
-  params: chatParamsSchema,
   /** The api's request id, so that one id follows a request through every log. */
   request_id: z.string().max(128).optional(),
 });
+
+/** A chat task handed to a device (`kind` is absent: the only kind before embeddings). */
+export const chatAssignSchema = assignedTask.extend({
+  kind: z.literal('chat').optional(),
+  params: chatParamsSchema,
+});
+export type ChatAssignPayload = z.infer<typeof chatAssignSchema>;
+
+/**
+ * An embedding task handed to a device: one batch of a request's inputs. Sent only to a device that
+ * declares the `embeddings` feature; it answers with `task:embedding` events, then `task:done`.
+ */
+export const embedAssignSchema = assignedTask.extend({
+  kind: z.literal('embed'),
+  embed: embedParamsSchema,
+});
+export type EmbedAssignPayload = z.infer<typeof embedAssignSchema>;
+
+/** A task handed to a device. */
+export const assignSchema = z.union([chatAssignSchema, embedAssignSchema]);
 export type AssignPayload = z.infer<typeof assignSchema>;
 
 /** The device's answer to an assignment: it takes the task, or refuses it with a reason of its own. */
@@ -123,12 +142,26 @@ export const deltaSchema = z.object({
 });
 export type DeltaPayload = z.infer<typeof deltaSchema>;
 
-/** A task ended with output: the finish reason of each choice and the runtime's usage. */
+/**
+ * Vectors of an embedding task, each for one input (by its index in the task's `embed.input`), in any
+ * number of events (each under the dispatcher's DEVICE_MAX_EVENT_BYTES); every input gets exactly one.
+ */
+export const embeddingSchema = z.object({
+  task_address: address,
+  seq,
+  data: z.array(embeddingVectorSchema).min(1).max(EMBED_MAX_INPUTS),
+});
+export type EmbeddingPayload = z.infer<typeof embeddingSchema>;
+
+/**
+ * A task ended with output: the finish reason of each choice and the runtime's usage. An embedding
+ * task ends with no finish reasons, and usage whose completion is 0.
+ */
 export const doneSchema = z.object({
   task_address: address,
   seq,
-  /** finish_reason per choice index. */
-  finish_reasons: z.array(finishReasonSchema).min(1).max(8),
+  /** finish_reason per choice index; empty for an embedding task. */
+  finish_reasons: z.array(finishReasonSchema).max(8),
   usage: usageSchema.nullable(),
 });
 export type DonePayload = z.infer<typeof doneSchema>;

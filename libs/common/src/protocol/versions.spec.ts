@@ -31,6 +31,7 @@ describe('the device protocol catalog', () => {
       cancel: 'task:cancel',
       announce: 'announce',
       delta: 'task:delta',
+      embedding: 'task:embedding',
       done: 'task:done',
       error: 'task:error',
     });

@@ -2,7 +2,7 @@ import { Job, Queue } from 'bullmq';
 import type { RedisClient } from '../redis/redis';
 import { KeySpace } from '../redis/key-space';
 import { queueOfLine } from './queues';
-import type { ChatJobData } from './queues';
+import type { JobData } from './queues';
 
 /**
  * One line (an organization's BullMQ queue within a (model, pool) queue), on a shared connection.
@@ -13,7 +13,7 @@ import type { ChatJobData } from './queues';
  * with BullMQ's own script (the one Worker.getNextJob runs), on the connection every line shares; the
  * job's lock is the claim, and the job is finished with BullMQ's scripts as usual.
  */
-export class LineQueue extends Queue<ChatJobData> {
+export class LineQueue extends Queue<JobData> {
   constructor(name: string, connection: RedisClient, lockDurationMs: number) {
     // The queue's prefix: on a cluster it carries the queue's hash tag, so that BullMQ's keys of every
     // line of a queue share a slot with the queue's fair-share keys.
@@ -28,12 +28,12 @@ export class LineQueue extends Queue<ChatJobData> {
   }
 
   /** Takes the next waiting job for `token`, or undefined when the line is empty. */
-  async take(token: string): Promise<Job<ChatJobData> | undefined> {
+  async take(token: string): Promise<Job<JobData> | undefined> {
     const [raw, id] = await this.scripts.moveToActive(await this.client, token, undefined);
     if (!raw || !id) {
       return undefined;
     }
-    const job = Job.fromJSON<ChatJobData>(this, raw, id);
+    const job = Job.fromJSON<JobData>(this, raw, id);
     job.token = token;
     return job;
   }

@@ -1,5 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import type { ChatParams, Feature } from '../protocol/chat';
+import type { EmbedParams } from '../protocol/embeddings';
 
 /**
  * Queue contracts. These names are persisted in Redis: changing them strands queued jobs and task
@@ -31,20 +32,30 @@ export function queueOfLine(line: string): string {
   return line.slice(0, line.lastIndexOf('.'));
 }
 
-/** The payload of a chat job. Only the request text is sensitive; jobs are removed when they end. */
-export interface ChatJobData {
+/** What every job carries, whatever its kind. Only the request text is sensitive; jobs are removed when they end. */
+interface JobBase {
   v: 2;
   taskId: string;
   taskAddress: string;
   orgId: string;
   model: string;
   pool: string;
-  params: ChatParams;
   requires: Feature[];
   /** The api instance that holds the client (a dispatcher stops the task when that api is gone). */
   apiInstance: string;
   /** The api's request id, for logs. */
   requestId?: string;
+  /**
+   * Devices that failed this task (an embedding batch, retried on another device): it is not given
+   * back to them.
+   */
+  avoid?: string[];
+}
+
+/** The payload of a chat job (`kind` is absent in every job before embeddings). */
+export interface ChatJobData extends JobBase {
+  kind?: 'chat';
+  params: ChatParams;
   /**
    * Whether the client streams: when false, the dispatcher may hold output for the ending (see
    * TaskWriter). Absent in jobs of apis older than this field: taken as streaming.
@@ -58,6 +69,15 @@ export interface ChatJobData {
   /** Set while a resumed task waits: what the client already has, for the next device to continue. */
   continued?: Continuation;
 }
+
+/** The payload of an embedding job: one batch of a request's inputs. */
+export interface EmbedJobData extends JobBase {
+  kind: 'embed';
+  embed: EmbedParams;
+}
+
+/** A job's payload. */
+export type JobData = ChatJobData | EmbedJobData;
 
 /**
  * What a resumed task's client already has (see Resumer): the answer so far, the tokens Switchyard

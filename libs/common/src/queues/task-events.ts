@@ -1,5 +1,6 @@
 import type { ChoiceDelta, FinishReason, Usage } from '../protocol/chat';
 import type { ErrorCode } from '../errors/app-error';
+import type { EmbeddingVector } from '../protocol/embeddings';
 
 /**
  * What travels dispatcher → api in a task's Redis stream. Errors carry a code only: the HTTP status
@@ -14,6 +15,8 @@ export type TaskEvent =
    */
   | { type: 'resumed'; reason: string }
   | { type: 'delta'; choices: ChoiceDelta[] }
+  /** Vectors of an embedding task (all of them, written with its `done`), by input index within the task. */
+  | { type: 'embedding'; data: EmbeddingVector[] }
   /**
    * `choice_tokens`, with n > 1 only: each choice's output pieces as the relay counted them (for an
    * organization that follows the Nodea specification's usage, which counts one choice).

@@ -44,6 +44,14 @@ describe('HashCodec', () => {
     expect(codec.decode({ l: '{"a":1}' }).tags).toEqual([]);
   });
 
+  it('reads a text field with a fallback as the fallback when it is missing or empty', () => {
+    const withFallback = new HashCodec({ kind: hashField.textOr<'a' | 'b'>('k', 'a kind', 'a') });
+    expect(withFallback.encode({ kind: 'b' })).toEqual({ k: 'b' });
+    expect(withFallback.decode({ k: 'b' }).kind).toBe('b');
+    expect(withFallback.decode({}).kind).toBe('a');
+    expect(withFallback.decode({ k: '' }).kind).toBe('a');
+  });
+
   it('names its fields for scripts and describes them for the docs', () => {
     expect(codec.names).toMatchObject({ name: 'n', until: 'u', tags: 'l' });
     expect(codec.describe()[0]).toEqual({ field: 'n', kind: 'text', holds: 'a name' });

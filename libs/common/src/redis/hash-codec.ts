@@ -39,6 +39,17 @@ export const hashField = {
     encode: (value) => value,
     decode: (raw) => (raw ?? '') as T,
   }),
+  /**
+   * Text that reads as `fallback` when it is missing or empty: a field added to a hash that some
+   * hashes written before it lack (they keep the value they had in effect).
+   */
+  textOr: <T extends string>(name: string, holds: string, fallback: T): HashField<T> => ({
+    name,
+    kind: 'text',
+    holds,
+    encode: (value) => value,
+    decode: (raw) => (raw === undefined || raw === '' ? fallback : (raw as T)),
+  }),
   optionalText: <T extends string = string>(name: string, holds: string): HashField<T | null> => ({
     name,
     kind: 'text',

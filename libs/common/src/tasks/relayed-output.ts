@@ -111,8 +111,10 @@ export function relayedOutput(entries: TimedEntry[]): RelayedOutput {
         case 'requeued':
           close('requeued');
           break;
+        // An embedding's vectors are no answer a device could continue, as an ended one is not.
         case 'done':
         case 'error':
+        case 'embedding':
           out.continuable = false;
           break;
       }

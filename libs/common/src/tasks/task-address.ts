@@ -27,6 +27,7 @@ export type TaskFields = Pick<
   | 'modelId'
   | 'mode'
   | 'api'
+  | 'kind'
   | 'stream'
   | 'deviceId'
   | 'attempts'
@@ -60,6 +61,7 @@ export function taskView(task: TaskFields, audience: 'organization' | 'operator'
     model: task.modelId,
     mode: task.mode,
     api: task.api,
+    kind: task.kind,
     stream: task.stream,
     device_id: audience === 'operator' || task.mode === 'direct' ? task.deviceId : null,
     device_ref: task.deviceId ? deviceRef(task.orgId, task.deviceId) : null,

@@ -10,6 +10,7 @@ const full: TaskStateValues = {
   modelId: 'llama3.2:3b',
   mode: 'network',
   api: 'ollama',
+  kind: 'embedding',
   stream: true,
   line: 'chat.network.llama3%2E2%3A3b.org-1',
   apiInstance: 'api-1',
@@ -46,6 +47,7 @@ describe('the task state codec', () => {
       modelId: 'model',
       mode: 'mode',
       api: 'api',
+      kind: 'kind',
       stream: 'stream',
       line: 'line',
       apiInstance: 'apiid',
@@ -107,6 +109,21 @@ describe('the task state codec', () => {
     // What the script leaves out altogether reads the same as what it wrote empty.
     const written = Object.fromEntries(Object.entries(hash).filter(([, v]) => v !== ''));
     expect(taskStateCodec.decode(written)).toEqual(queued);
+  });
+
+  it('reads and writes both kinds', () => {
+    for (const kind of ['chat', 'embedding'] as const) {
+      const hash = taskStateCodec.encode({ ...full, kind });
+      expect(hash.kind).toBe(kind);
+      expect(taskStateCodec.decode(hash)).toEqual({ ...full, kind });
+    }
+  });
+
+  it('reads a state written before task kinds (no kind field) as chat', () => {
+    const { kind: _kind, ...older } = taskStateCodec.encode(full);
+    expect(older).not.toHaveProperty('kind');
+    expect(taskStateCodec.decode(older)).toEqual({ ...full, kind: 'chat' });
+    expect(taskStateCodec.decode({ ...older, kind: '' }).kind).toBe('chat');
   });
 
   it('describes every field for the docs', () => {

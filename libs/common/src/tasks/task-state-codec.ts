@@ -1,4 +1,4 @@
-import type { TaskApi, TaskMode, TaskStatus } from '../prisma/generated/enums';
+import type { TaskApi, TaskKind, TaskMode, TaskStatus } from '../prisma/generated/enums';
 import { HashCodec, hashField } from '../redis/hash-codec';
 import type { HashField } from '../redis/hash-codec';
 import type { TaskSnapshot } from './task-state';
@@ -21,6 +21,8 @@ export const taskStateCodec = new HashCodec({
   modelId: f.text('model', 'the model id'),
   mode: f.text<TaskMode>('mode', '`direct` or `network`'),
   api: f.text<TaskApi>('api', '`openai` or `ollama`'),
+  // Absent from the states written before embeddings, which were all chat.
+  kind: f.textOr<TaskKind>('kind', '`chat` or `embedding` (absent: `chat`)', 'chat'),
   stream: f.flag('stream', 'whether the client streams'),
   line: f.text('line', 'the line its job waits in'),
   apiInstance: f.text('apiid', 'the api instance that holds the client'),

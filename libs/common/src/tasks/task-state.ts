@@ -1,4 +1,4 @@
-import type { TaskApi, TaskMode, TaskStatus } from '../prisma/generated/enums';
+import type { TaskApi, TaskKind, TaskMode, TaskStatus } from '../prisma/generated/enums';
 import { taskStateCodec } from './task-state-codec';
 import type { EndedStatus } from './task-statuses';
 
@@ -11,6 +11,8 @@ export interface NewTask {
   modelId: string;
   mode: TaskMode;
   api: TaskApi;
+  /** What it asks for: `chat` or `embedding` (one task per batch of inputs). */
+  kind: TaskKind;
   stream: boolean;
   /** The queue line its job waits in. */
   line: string;

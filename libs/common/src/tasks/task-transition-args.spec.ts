@@ -10,6 +10,7 @@ const task = {
   modelId: 'm',
   mode: 'network' as const,
   api: 'openai' as const,
+  kind: 'embedding' as const,
   stream: true,
   line: 'line-1',
   apiInstance: 'api-1',
@@ -34,6 +35,7 @@ describe('task transition arguments', () => {
       modelId: 'm',
       mode: 'network',
       api: 'openai',
+      kind: 'embedding',
       stream: true,
       line: 'line-1',
       apiInstance: 'api-1',
@@ -58,6 +60,11 @@ describe('task transition arguments', () => {
       firstTokenAt: null,
       finishedAt: null,
     });
+  });
+
+  it("a creation carries the task's kind, chat as well as embedding", () => {
+    expect(hash(creationArgs(task).slice(1)).kind).toBe('embedding');
+    expect(hash(creationArgs({ ...task, kind: 'chat' }).slice(1)).kind).toBe('chat');
   });
 
   it('an ending sets its status and only the values it has (a missing value never erases one)', () => {

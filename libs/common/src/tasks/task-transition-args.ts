@@ -19,6 +19,7 @@ export function creationArgs(task: NewTask): [number, ...string[]] {
     modelId: task.modelId,
     mode: task.mode,
     api: task.api,
+    kind: task.kind,
     stream: task.stream,
     line: task.line,
     apiInstance: task.apiInstance,

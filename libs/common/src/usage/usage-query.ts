@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 
 /** What usage rows can be grouped by; `org` only on the admin route (a tenant sees one org). */
-export const USAGE_GROUPS = ['model', 'key', 'day', 'hour', 'mode', 'status'] as const;
+export const USAGE_GROUPS = ['model', 'key', 'day', 'hour', 'mode', 'kind', 'status'] as const;
 export const ADMIN_USAGE_GROUPS = [...USAGE_GROUPS, 'org'] as const;
 export type UsageGroup = (typeof ADMIN_USAGE_GROUPS)[number];
 

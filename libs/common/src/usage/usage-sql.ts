@@ -15,6 +15,7 @@ const GROUP_SQL: Record<UsageGroup, { counts: string; latency: string }> = {
   day: { counts: `date_trunc('day', t, 'UTC')`, latency: `date_trunc('day', t, 'UTC')` },
   hour: { counts: `date_trunc('hour', t, 'UTC')`, latency: `date_trunc('hour', t, 'UTC')` },
   mode: { counts: 'mode', latency: 'mode' },
+  kind: { counts: 'kind', latency: 'kind' },
   // Latency histograms hold completed tasks only: their percentiles belong to the `completed` row.
   status: { counts: 'status', latency: `'completed'::task_status` },
   org: { counts: 'org_id', latency: 'org_id' },
@@ -30,19 +31,19 @@ class Params {
 }
 
 const RAW_COUNTS = `SELECT org_id, queued_at AS t, model_id, coalesce(api_key_id, '${NO_KEY}'::uuid) AS api_key_id, mode,
-  status, 1 AS requests, coalesce(prompt_tokens, 0)::bigint AS prompt_tokens,
+  kind, status, 1 AS requests, coalesce(prompt_tokens, 0)::bigint AS prompt_tokens,
   coalesce(completion_tokens, 0)::bigint AS completion_tokens, coalesce(output_bytes, 0) AS output_bytes FROM tasks`;
-const rollupCounts = (table: string, time: string) => `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, status,
-  requests, prompt_tokens, completion_tokens, output_bytes FROM ${table}`;
+const rollupCounts = (table: string, time: string) => `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, kind,
+  status, requests, prompt_tokens, completion_tokens, output_bytes FROM ${table}`;
 const RAW_LATENCY = `SELECT org_id, queued_at AS t, model_id, coalesce(api_key_id, '${NO_KEY}'::uuid) AS api_key_id, mode,
-  m.metric, usage_bucket(m.ms) AS bucket, 1 AS tasks FROM tasks,
+  kind, m.metric, usage_bucket(m.ms) AS bucket, 1 AS tasks FROM tasks,
   LATERAL (VALUES (0::smallint, usage_ms(queued_at, first_token_at)), (1::smallint, usage_ms(queued_at, finished_at))) m (metric, ms)`;
 const rollupLatency = (table: string, time: string) =>
-  `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, metric, bucket, tasks FROM ${table}`;
-/** The organization-wide histograms: enough when no group splits by model, key or mode, and far fewer rows. */
+  `SELECT org_id, ${time} AS t, model_id, api_key_id, mode, kind, metric, bucket, tasks FROM ${table}`;
+/** The organization-wide histograms: enough when no group splits by model, key, mode or kind, and far fewer rows. */
 const ORG_LATENCY = `SELECT org_id, start AS t, NULL::text AS model_id, NULL::uuid AS api_key_id, NULL::task_mode AS mode,
-  metric, bucket, tasks FROM usage_latency_org`;
-const SPLITS_ORG: readonly UsageGroup[] = ['model', 'key', 'mode'];
+  NULL::task_kind AS kind, metric, bucket, tasks FROM usage_latency_org`;
+const SPLITS_ORG: readonly UsageGroup[] = ['model', 'key', 'mode', 'kind'];
 
 /**
  * The SQL of a usage report: counts and sums from the rollups at the periods the plan says (+ their

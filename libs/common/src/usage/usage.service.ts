@@ -48,6 +48,7 @@ function groupValue(group: UsageGroup, value: unknown, row: Record<string, unkno
       return [['org', row.org_name ?? null]];
     case 'model':
     case 'mode':
+    case 'kind':
     case 'status':
       return [[group, value]];
   }

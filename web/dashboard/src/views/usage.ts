@@ -4,13 +4,23 @@ import { h, table } from '../dom';
 import { ms, text } from '../format';
 import type { View, ViewContext } from '../view';
 
-const monthStart = () => new Date().toISOString().slice(0, 8) + '01';
-/** The range chosen (dates, UTC); `to` empty: up to now. Kept while the page is open. */
-const range = { from: monthStart(), to: '' };
+/**
+ * What a row is: an organization's use of one model (with the model's kind of tasks), or of one kind
+ * of task (chat or embedding) across its models.
+ */
+const GROUPINGS = {
+  model: { label: 'by model', groupBy: 'org,model,kind' },
+  kind: { label: 'by kind', groupBy: 'org,kind' },
+} as const;
+type Grouping = keyof typeof GROUPINGS;
 
-/** Usage by organization and model over a range of dates (this month by default). */
+const monthStart = () => new Date().toISOString().slice(0, 8) + '01';
+/** The range chosen (dates, UTC; `to` empty: up to now) and the grouping. Kept while the page is open. */
+const range = { from: monthStart(), to: '', by: 'model' as Grouping };
+
+/** Usage by organization and model, or by organization and kind, over a range of dates (this month by default). */
 async function render({ fill, refresh }: ViewContext): Promise<void> {
-  const query = new URLSearchParams({ group_by: 'org,model', from: range.from });
+  const query = new URLSearchParams({ group_by: GROUPINGS[range.by].groupBy, from: range.from });
   if (range.to) {
     query.set('to', range.to);
   }
@@ -22,6 +32,13 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
       value: range[name],
       change: (e) => ((range[name] = (e.target as HTMLInputElement).value), void refresh()),
     });
+  const grouping = h(
+    'select',
+    { name: 'group', change: (e) => ((range.by = (e.target as HTMLSelectElement).value as Grouping), void refresh()) },
+    ...Object.entries(GROUPINGS).map(([value, g]) => h('option', { value }, g.label)),
+  );
+  grouping.value = range.by;
+  const byModel = range.by === 'model';
   fill(
     h(
       'div',
@@ -31,12 +48,14 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
       'to',
       input('to'),
       h('span', { class: 'muted' }, '(empty: now)'),
+      grouping,
     ),
     report.data.length
       ? table(
           [
             'Org',
-            'Model',
+            ...(byModel ? ['Model'] : []),
+            'Kind',
             'Requests',
             'Completed',
             'Failed',
@@ -49,7 +68,8 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
           report.data.map((r) => [
             text(r.org),
             // Grouped by model, every row has one.
-            r.model ?? '',
+            ...(byModel ? [r.model ?? ''] : []),
+            text(r.kind),
             String(r.requests),
             String(r.completed),
             String(r.failed),
@@ -65,5 +85,5 @@ async function render({ fill, refresh }: ViewContext): Promise<void> {
   );
 }
 
-/** Usage: requests and tokens per organization and model. */
+/** Usage: requests and tokens per organization and model, or per organization and kind. */
 export const usageView: View = { name: 'Usage', live: false, render };

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { finished, readLines, send } from './http-client';
+import { finished, postJson, readLines, send } from './http-client';
 
 /** A local SSE server that counts the connections it accepted and says when one closes. */
 function sseServer(handler: (res: http.ServerResponse, connection: number) => void) {
@@ -130,6 +130,41 @@ describe('the agent HTTP client', () => {
       server.sockets[0].resetAndDestroy();
       expect(await stream(target, new AbortController().signal)).toStrictEqual(['data: [DONE]']);
       expect(server.sockets).toHaveLength(2);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('reads a whole JSON answer and leaves its connection to the next request', async () => {
+    const server = sseServer((res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":[1,2]}'));
+    const target = await server.start();
+    try {
+      const options = { signal: new AbortController().signal, connectTimeoutMs: 1_000 };
+      expect(await postJson(target, { input: ['a'] }, options)).toStrictEqual({ ok: [1, 2] });
+      await new Promise((r) => setImmediate(r));
+      expect(await postJson(target, { input: ['b'] }, options)).toStrictEqual({ ok: [1, 2] });
+      expect(server.sockets).toHaveLength(1);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('refuses a JSON answer over its limit, or one that is not JSON, and closes the connection of the first', async () => {
+    const server = sseServer((res, connection) =>
+      res.end(connection === 0 ? JSON.stringify({ embeddings: [new Array(1000).fill(0.5)] }) : '<html>'),
+    );
+    const target = await server.start();
+    try {
+      const options = { signal: new AbortController().signal, connectTimeoutMs: 1_000 };
+      await expect(postJson(target, {}, options, 1_000)).rejects.toMatchObject({
+        code: 'upstream_bad_response',
+        message: expect.stringContaining('more than 1000 bytes'),
+      });
+      await until(() => server.closed.includes(0));
+      await expect(postJson(target, {}, options)).rejects.toMatchObject({
+        code: 'upstream_bad_response',
+        message: expect.stringContaining('did not answer with JSON'),
+      });
     } finally {
       await server.stop();
     }

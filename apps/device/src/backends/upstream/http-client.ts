@@ -70,6 +70,12 @@ const UNREACHABLE_CODES = new Set([
 const MAX_ERROR_BODY = 64 * 1024;
 /** One NDJSON line or SSE line longer than this is not a runtime's output: the stream is malformed. */
 export const MAX_LINE = 8 * 1024 * 1024;
+/**
+ * The largest answer read whole (an embedding task's). 2,048 vectors of 4,096 dimensions take about
+ * 100 MiB of JSON; this leaves room above that while staying well within V8's longest string (about
+ * 512 MiB), which the body becomes before it is parsed.
+ */
+export const MAX_JSON_BODY = 256 * 1024 * 1024;
 
 export interface UpstreamRequest {
   method: 'GET' | 'POST';
@@ -271,6 +277,43 @@ export async function getJson(
   const text = await readText(res, url, options.signal, MAX_LINE);
   try {
     return JSON.parse(text);
+  } catch {
+    throw new BackendError('upstream_bad_response', `${describeUrl(url)} did not answer with JSON`);
+  }
+}
+
+/**
+ * POSTs a JSON request and reads its JSON answer whole (an embedding task's): a status other than 200
+ * is the task error its body says ({@link failure}), a body over {@link MAX_JSON_BODY} or not JSON is
+ * `upstream_bad_response`. A body read to its end leaves its connection to the next request.
+ */
+export async function postJson(
+  url: URL,
+  body: unknown,
+  options: { apiKey?: string; signal: AbortSignal; connectTimeoutMs: number },
+  limit = MAX_JSON_BODY,
+): Promise<unknown> {
+  const { signal } = options;
+  const res = await send({ method: 'POST', url, body, ...options });
+  if (res.statusCode !== 200) {
+    throw await failure(res, url, signal);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of res) {
+      size += (chunk as Buffer).length;
+      if (size > limit) {
+        res.destroy();
+        throw new BackendError('upstream_bad_response', `${describeUrl(url)} answered more than ${limit} bytes`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+  } catch (error) {
+    throw requestError(error, url, signal);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
   } catch {
     throw new BackendError('upstream_bad_response', `${describeUrl(url)} did not answer with JSON`);
   }

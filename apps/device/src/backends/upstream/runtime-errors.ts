@@ -98,3 +98,8 @@ export function streamError(body: UpstreamErrorBody): BackendError {
 export function badResponse(what: string): BackendError {
   return new BackendError('upstream_bad_response', `the upstream sent a malformed stream: ${what}`);
 }
+
+/** A whole answer (not a stream: an embedding task's) that is not what the runtime's format says. */
+export function badAnswer(what: string): BackendError {
+  return new BackendError('upstream_bad_response', `the upstream sent a malformed answer: ${what}`);
+}

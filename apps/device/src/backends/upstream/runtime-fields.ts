@@ -1,3 +1,5 @@
+import { MAX_TOKENS_COUNT } from '@app/common/protocol/chat';
+
 /*
  * Reading the fields of a runtime's JSON answer: any may be missing, of another type or out of bounds,
  * and what the agent cannot read is null rather than an error (the runtime's word is passed on, or nothing).
@@ -11,4 +13,9 @@ export function text(value: unknown, max: number): string | null {
 /** A whole number from 1 to 100,000,000 (a context length), or null. */
 export function count(value: unknown): number | null {
   return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 100_000_000 ? value : null;
+}
+
+/** A token count as the protocol carries it (a whole number from 0 to MAX_TOKENS_COUNT), or null. */
+export function tokenCount(value: unknown): number | null {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_TOKENS_COUNT ? value : null;
 }

@@ -1,6 +1,6 @@
 import type { Feature } from '@app/common/protocol/chat';
 import type { ModelIdentity } from '@app/common/protocol/messages';
-import type { Backend, BackendResult, BackendTask, DeltaSink } from '../backend';
+import type { Backend, BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } from '../backend';
 import type { UpstreamMonitor } from './upstream-monitor';
 
 /**
@@ -36,4 +36,6 @@ export abstract class UpstreamBackend implements Backend {
   }
 
   abstract run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult>;
+
+  abstract embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult>;
 }

@@ -1,0 +1,218 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  APP_CONFIG,
+  AppError,
+  InstanceService,
+  embedRequirements,
+  isTokenInput,
+  lineName,
+  queueName,
+  taskAddress,
+} from '@app/common';
+import type { AppConfig, EmbedInput, EmbedParams } from '@app/common';
+import type { AuthContext } from '../auth/auth-context';
+import type { Flight } from '../flight/flight';
+import { FlightsService } from '../flight/flights.service';
+import { IntakeService } from '../intake/intake.service';
+import { PresenceService } from '../intake/presence.service';
+import { LimitsService } from '../limits/limits.service';
+import type { RateHeaders, Slot } from '../limits/limits.service';
+import { ModelsService } from '../models/models.service';
+import type { EmbedRequest, EmbedResult } from './embed-request';
+
+/** A batch's answer: its vectors in its inputs' order, and the prompt tokens its device reported. */
+interface BatchAnswer {
+  vectors: string[];
+  promptTokens: number | null;
+}
+
+/** The inputs in batches of at most `size`, in order. */
+export function batchesOf(input: EmbedInput, size: number): EmbedInput[] {
+  const batches: EmbedInput[] = [];
+  for (let i = 0; i < input.length; i += size) {
+    batches.push(input.slice(i, i + size));
+  }
+  return batches;
+}
+
+/**
+ * One slot held by several flights: each gets a part that releases once, and the slot is released
+ * when every part has been. A request's batches hold its org's limits together, as one request.
+ */
+export function sharedSlot(slot: Slot, parts: number): () => Slot {
+  let left = parts;
+  return () => {
+    let released = false;
+    return {
+      release: () => {
+        if (!released) {
+          released = true;
+          if (--left === 0) {
+            slot.release();
+          }
+        }
+      },
+    };
+  };
+}
+
+/**
+ * An embeddings request becomes tasks: the checks that do not need the model (caps), the model
+ * (an embedding one), the features its inputs need, the pool, the org's limits (taken once: the
+ * request counts as one, however many batches it has); then one task per batch of EMBED_BATCH_MAX
+ * inputs, queued together so that idle devices serving the model take them in parallel, and their
+ * vectors put back in input order. A batch that fails ends the request with its error (the
+ * dispatcher has already tried it on another device, see the Finalizer); the other batches are
+ * withdrawn.
+ */
+@Injectable()
+export class EmbeddingsService {
+  constructor(
+    private readonly models: ModelsService,
+    private readonly presence: PresenceService,
+    private readonly limits: LimitsService,
+    private readonly flights: FlightsService,
+    private readonly intake: IntakeService,
+    private readonly instance: InstanceService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** The same bound as a chat request's messages: characters of text (or tokens) in all. */
+  private checkCaps(input: EmbedInput): void {
+    const size = isTokenInput(input)
+      ? input.reduce((n, tokens) => n + tokens.length, 0)
+      : input.reduce((n, text) => n + text.length, 0);
+    if (size > this.config.MAX_INPUT_CHARS) {
+      throw new AppError(
+        'invalid_request',
+        `The input is too long: at most ${this.config.MAX_INPUT_CHARS} characters (or tokens) in all.`,
+        'input',
+      );
+    }
+  }
+
+  /**
+   * Embeds every input, or throws the error the client gets. `signal` aborts when the client leaves:
+   * every batch still queued or running is withdrawn, and the answer is null (nobody takes it).
+   */
+  async embed(
+    caller: AuthContext,
+    request: EmbedRequest,
+    signal?: AbortSignal,
+  ): Promise<{ result: EmbedResult; headers: RateHeaders } | null> {
+    const started = performance.now();
+    if (this.flights.isDraining) {
+      throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
+    }
+    this.checkCaps(request.input);
+    const model = await this.models.forEmbedding(caller.orgId, request.model);
+    const options: Omit<EmbedParams, 'input'> = {
+      ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {}),
+      ...(request.truncate !== undefined ? { truncate: request.truncate } : {}),
+    };
+    const needs = embedRequirements({ input: request.input, ...options });
+    const route = await this.presence.route({
+      orgId: caller.orgId,
+      model: model.id,
+      mode: request.mode,
+      requires: needs,
+      networkAllowed: caller.network,
+      modelOnNetwork: model.network,
+    });
+    const batches = batchesOf(request.input, this.config.EMBED_BATCH_MAX);
+    const ids = batches.map(() => randomUUID());
+    const taken = await this.limits.take(caller.orgId, caller.limits, model.id, ids[0]);
+    const concurrency = sharedSlot(taken.concurrency, batches.length);
+    const queued = sharedSlot(taken.queued, batches.length);
+    const line = lineName(queueName(model.id, route.pool), caller.orgId);
+    const requires = needs.map((r) => r.feature);
+    const launched = await Promise.allSettled(
+      batches.map((input, i) => {
+        const id = ids[i];
+        const address = taskAddress(route.mode, id);
+        return this.intake.launch(
+          caller,
+          { taskId: id, address, mode: route.mode, model: model.id, line, api: request.api, resume: false },
+          false,
+          {
+            v: 2,
+            kind: 'embed',
+            taskId: id,
+            taskAddress: address,
+            orgId: caller.orgId,
+            model: model.id,
+            pool: route.pool,
+            embed: { input, ...options },
+            requires,
+            apiInstance: this.instance.id,
+            requestId: request.requestId,
+          },
+          { concurrency: concurrency(), queued: queued(), headers: taken.headers },
+        );
+      }),
+    );
+    const flights = launched.flatMap((l) => (l.status === 'fulfilled' ? [l.value] : []));
+    const withdraw = () => flights.forEach((f) => void f.abandon());
+    const refused = launched.find((l) => l.status === 'rejected');
+    if (refused) {
+      withdraw();
+      throw refused.reason;
+    }
+    if (signal?.aborted) {
+      withdraw();
+    }
+    signal?.addEventListener('abort', withdraw, { once: true });
+    let answers: (BatchAnswer | null)[];
+    try {
+      answers = await Promise.all(flights.map((f) => this.collect(f)));
+    } catch (error) {
+      withdraw();
+      throw error instanceof AppError ? new AppError(error.code, error.message, error.param, taken.headers) : error;
+    } finally {
+      signal?.removeEventListener('abort', withdraw);
+    }
+    const whole = answers.filter((a): a is BatchAnswer => a !== null);
+    if (whole.length < answers.length) {
+      return null;
+    }
+    const counted = whole.every((a) => a.promptTokens !== null);
+    return {
+      result: {
+        model: model.id,
+        mode: route.mode,
+        vectors: whole.flatMap((a) => a.vectors),
+        promptTokens: counted ? whole.reduce((n, a) => n + a.promptTokens!, 0) : null,
+        taskAddresses: flights.map((f) => f.task.address),
+        totalMs: performance.now() - started,
+        queuedMs: Math.max(...flights.map((f) => f.assignedAt ?? performance.now()).map((t) => t - started), 0),
+      },
+      headers: taken.headers,
+    };
+  }
+
+  /** A batch's vectors, in its inputs' order, once its task is done; throws its error; null once the client left. */
+  private async collect(flight: Flight): Promise<BatchAnswer | null> {
+    const vectors: string[] = [];
+    for await (const event of flight.events()) {
+      switch (event.type) {
+        case 'embedding':
+          for (const v of event.data) {
+            vectors[v.index] = v.embedding;
+          }
+          break;
+        case 'done':
+          return { vectors, promptTokens: event.usage?.prompt_tokens ?? null };
+        case 'error':
+          throw new AppError(event.code, event.message);
+        case 'assigned':
+        case 'requeued':
+        case 'resumed':
+        case 'delta':
+          // The batch waits or runs; a chat delta never comes for an embedding task.
+          break;
+      }
+    }
+    return null;
+  }
+}

@@ -1,0 +1,76 @@
+import { EMBED_MAX_DIMENSIONS, encodeVector } from '@app/common/protocol/embeddings';
+import { runtimeVectors } from './runtime-vectors';
+
+void describe('runtimeVectors', () => {
+  const two = { input: ['a', 'b'] };
+
+  void it('rounds each value to float32, the runtime’s own values bit for bit', () => {
+    // Go writes a float32 as its shortest decimal (0.1), Python as the double it widened it to.
+    const [fromGo, fromPython] = runtimeVectors(
+      [
+        [0.1, -0.2],
+        [0.10000000149011612, -0.20000000298023224],
+      ],
+      two,
+    );
+    expect(fromGo).toBeInstanceOf(Float32Array);
+    expect(Array.from(fromGo)).toEqual([Math.fround(0.1), Math.fround(-0.2)]);
+    expect(fromPython).toEqual(fromGo);
+  });
+
+  void it('reads a base64 vector, for a server that answers OpenAI’s base64 unasked', () => {
+    const [vector] = runtimeVectors([encodeVector([0.5, -1.25])], { input: ['a'] });
+    expect(Array.from(vector)).toEqual([0.5, -1.25]);
+    expect(() => runtimeVectors(['AAA'], { input: ['a'] })).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response' }),
+    );
+  });
+
+  void it('refuses what the protocol cannot carry as upstream_bad_response', () => {
+    const bad = (raw: unknown[], message: RegExp) =>
+      expect(() => runtimeVectors(raw, two)).toThrow(
+        expect.objectContaining({ code: 'upstream_bad_response', message: expect.stringMatching(message) }),
+      );
+    bad([[1, 2]], /1 vectors for 2 inputs/);
+    bad([[1, 2], [1, 2], [3]], /3 vectors for 2 inputs/);
+    bad([[1, 2], 'x'], /vector 1 is not base64/);
+    bad([[1, 2], { values: [1, 2] }], /vector 1 is not an array/);
+    bad(
+      [
+        [1, '2'],
+        [1, 2],
+      ],
+      /not a number \(at 1\)/,
+    );
+    bad(
+      [
+        [1, 2],
+        [1e39, 2],
+      ],
+      /beyond float32's range \(at 0\)/,
+    );
+    bad(
+      [
+        [1, 2],
+        [1, 2, 3],
+      ],
+      /vector 1 has 3 dimensions, vector 0 has 2/,
+    );
+    bad([[], []], /vectors of 0 dimensions/);
+    const huge = new Array<number>(EMBED_MAX_DIMENSIONS + 1).fill(0);
+    bad([huge, huge], /65537 dimensions/);
+  });
+
+  void it('checks the vectors’ length against the dimensions asked for', () => {
+    const asked = { input: ['a'], dimensions: 3 };
+    expect(runtimeVectors([[1, 2, 3]], asked)[0]).toHaveLength(3);
+    // Ollama answers the whole vector when asked for more than the model has.
+    expect(() => runtimeVectors([[1, 2]], asked)).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_request', message: expect.stringMatching(/2 dimensions, fewer/) }),
+    );
+    // A runtime that ignored dimensions.
+    expect(() => runtimeVectors([[1, 2, 3, 4]], asked)).toThrow(
+      expect.objectContaining({ code: 'upstream_bad_response', message: expect.stringMatching(/ignored dimensions/) }),
+    );
+  });
+});

@@ -1,0 +1,52 @@
+import { decodeVector, embedFeatures, encodeVector } from './embeddings';
+import { assignSchema, doneSchema, embeddingSchema } from './messages';
+
+const address = 'network:0b6a8f8e-2f4e-4d51-9d8e-3c1f4f1f3a10';
+
+describe('embeddings on the device protocol', () => {
+  it('a vector survives base64 bit for bit, little-endian as OpenAI writes it', () => {
+    const values = [0.1, -2.5, 1e-30, 3.4e38];
+    const decoded = decodeVector(encodeVector(values));
+    expect(decoded).toEqual(Float32Array.from(values));
+    // 1.0f is 00 00 80 3f in little-endian.
+    expect(Buffer.from(encodeVector([1]), 'base64')).toEqual(Buffer.from([0, 0, 0x80, 0x3f]));
+  });
+
+  it('refuses bytes that are not whole float32s, an empty vector, and values that are not finite', () => {
+    expect(decodeVector(Buffer.from([1, 2, 3]).toString('base64'))).toBeNull();
+    expect(decodeVector('')).toBeNull();
+    expect(decodeVector(encodeVector([Number.NaN]))).toBeNull();
+    expect(decodeVector(encodeVector([Number.NEGATIVE_INFINITY]))).toBeNull();
+  });
+
+  it('a request needs embeddings, and embed_tokens for token ids, embed_dimensions for dimensions', () => {
+    expect(embedFeatures({ input: ['a'] })).toEqual(['embeddings']);
+    expect(embedFeatures({ input: [[1, 2]], dimensions: 8 })).toEqual([
+      'embeddings',
+      'embed_tokens',
+      'embed_dimensions',
+    ]);
+  });
+
+  it('an assignment is a chat task (with or without kind) or an embedding task, never a mix', () => {
+    const base = { task_address: address, model: 'm', attempt: 1 };
+    const params = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 };
+    expect(assignSchema.safeParse({ ...base, params }).success).toBe(true);
+    expect(assignSchema.safeParse({ ...base, kind: 'chat', params }).success).toBe(true);
+    expect(assignSchema.safeParse({ ...base, kind: 'embed', embed: { input: ['a', 'b'] } }).success).toBe(true);
+    expect(assignSchema.safeParse({ ...base, kind: 'embed', params }).success).toBe(false);
+    expect(assignSchema.safeParse({ ...base, kind: 'embed', embed: { input: [] } }).success).toBe(false);
+    expect(assignSchema.safeParse({ ...base, kind: 'embed', embed: { input: [''] } }).success).toBe(false);
+    expect(assignSchema.safeParse({ ...base, kind: 'embed', embed: { input: ['a', [1]] } }).success).toBe(false);
+  });
+
+  it('vectors are base64 of at most 65,536 float32s, each for an index under 2,048; done may carry no finish reason', () => {
+    const event = (embedding: string, index = 0) => ({ task_address: address, seq: 0, data: [{ index, embedding }] });
+    expect(embeddingSchema.safeParse(event(encodeVector([1, 2]))).success).toBe(true);
+    expect(embeddingSchema.safeParse(event('not base64!')).success).toBe(false);
+    expect(embeddingSchema.safeParse(event(encodeVector([1, 2]), 2048)).success).toBe(false);
+    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(65_536)))).success).toBe(true);
+    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(65_537)))).success).toBe(false);
+    expect(doneSchema.safeParse({ task_address: address, seq: 1, finish_reasons: [], usage: null }).success).toBe(true);
+  });
+});

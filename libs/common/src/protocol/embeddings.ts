@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import type { Feature, Requirement } from './chat';
+
+/**
+ * An embedding request as Switchyard carries it from the api to a device (one batch of a client's
+ * inputs), and the vectors a device sends back. Part of the device protocol (docs/protocol.md,
+ * "Embeddings"); the types are inferred from these schemas.
+ */
+
+/** The most inputs one request may carry (OpenAI's limit), and so the most one task may. */
+export const EMBED_MAX_INPUTS = 2048;
+/** The most dimensions a vector may have (the largest models give 4,096; matryoshka ones fewer). */
+export const EMBED_MAX_DIMENSIONS = 65_536;
+/** The largest token id an input given as tokens may hold (a Postgres integer, as every count). */
+const MAX_TOKEN_ID = 2_147_483_647;
+
+/** Inputs as text (each at least one character, as OpenAI requires) or as token ids. */
+export const embedInputSchema = z.union([
+  z.array(z.string().min(1)).min(1).max(EMBED_MAX_INPUTS),
+  z
+    .array(z.array(z.number().int().min(0).max(MAX_TOKEN_ID)).min(1))
+    .min(1)
+    .max(EMBED_MAX_INPUTS),
+]);
+export type EmbedInput = z.infer<typeof embedInputSchema>;
+
+export const embedParamsSchema = z.object({
+  input: embedInputSchema,
+  /** The vectors' length, for a model that can shorten them (feature `embed_dimensions`). */
+  dimensions: z.number().int().min(1).max(EMBED_MAX_DIMENSIONS).optional(),
+  /**
+   * Ollama's `truncate`: false asks the runtime to refuse an input longer than the model's context
+   * instead of cutting it (the runtime's default is to cut). Passed on where the runtime has it.
+   */
+  truncate: z.boolean().optional(),
+});
+export type EmbedParams = z.infer<typeof embedParamsSchema>;
+
+/** Whether inputs are token ids rather than text. */
+export function isTokenInput(input: EmbedInput): input is number[][] {
+  return typeof input[0] !== 'string';
+}
+
+/** What an embedding request needs from the device that serves it, each with the field at its origin. */
+export function embedRequirements(params: EmbedParams): Requirement[] {
+  const needs: Requirement[] = [{ feature: 'embeddings', param: 'model' }];
+  if (isTokenInput(params.input)) {
+    needs.push({ feature: 'embed_tokens', param: 'input' });
+  }
+  if (params.dimensions !== undefined) {
+    needs.push({ feature: 'embed_dimensions', param: 'dimensions' });
+  }
+  return needs;
+}
+
+/** The features an embedding request needs. */
+export function embedFeatures(params: EmbedParams): Feature[] {
+  return embedRequirements(params).map((r) => r.feature);
+}
+
+/** Standard base64 (with padding), as Buffer writes it. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** One vector: the input's index in the task, and its float32 values, little-endian, in base64 (as OpenAI's `base64`). */
+export const embeddingVectorSchema = z.object({
+  index: z
+    .number()
+    .int()
+    .min(0)
+    .max(EMBED_MAX_INPUTS - 1),
+  embedding: z
+    .string()
+    .min(8)
+    .max(4 * Math.ceil((EMBED_MAX_DIMENSIONS * 4) / 3))
+    .regex(BASE64),
+});
+export type EmbeddingVector = z.infer<typeof embeddingVectorSchema>;
+
+/** A float32 vector in base64 (little-endian), as devices send it and OpenAI's `base64` format gives it. */
+export function encodeVector(values: ArrayLike<number>): string {
+  const floats = Float32Array.from(values);
+  return Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString('base64');
+}
+
+/** The float32 values of a vector in base64; null when its bytes are not whole float32s or not all finite. */
+export function decodeVector(base64: string): Float32Array | null {
+  const bytes = Buffer.from(base64, 'base64');
+  if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) {
+    return null;
+  }
+  // Copied: a Buffer from the pool may start at an offset that is not a multiple of 4.
+  const floats = new Float32Array(bytes.byteLength / 4);
+  for (let i = 0; i < floats.length; i++) {
+    const v = bytes.readFloatLE(i * 4);
+    if (!Number.isFinite(v)) {
+      return null;
+    }
+    floats[i] = v;
+  }
+  return floats;
+}

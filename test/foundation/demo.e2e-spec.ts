@@ -86,6 +86,9 @@ describe('the demo with embedded Postgres and Redis', () => {
     });
     expect(answer.choices[0].message.content?.length).toBeGreaterThan(0);
     expect(answer.usage?.completion_tokens).toBe(8);
+    // The demo's embedding model answers too, on the same device.
+    const embedded = await client.embeddings.create({ model: 'switchyard/sim-embed-1', input: ['Say hello'] });
+    expect(embedded.data[0].embedding).toHaveLength(768);
 
     expect({ actual: await demo.stop('SIGTERM', 30_000), output: demo.output }).toEqual(
       expect.objectContaining({ actual: 0 }),

@@ -35,6 +35,8 @@ const ROOT = projectRoot();
 const DIST = join(__dirname, '..', '..', '..');
 const ORG = 'demo';
 const MODEL = 'switchyard/sim-1';
+/** The demo's embedding model, served by the same simulated device (deterministic unit vectors). */
+const EMBED_MODEL = 'switchyard/sim-embed-1';
 const DEVICE = 'demo-sim-device';
 /** The demo's secrets, kept between runs because keys are shown only once. Not committed. */
 const STATE_FILE = process.env.SWITCHYARD_DEMO_STATE ?? join(ROOT, '.switchyard-demo.json');
@@ -72,7 +74,11 @@ async function provision(db: PrismaClient): Promise<DemoState> {
   await ignoreConflict(() =>
     admin.addModel({ id: MODEL, maxOutputTokens: 4096, ownedBy: 'switchyard-demo', network: true }),
   );
+  await ignoreConflict(() =>
+    admin.addModel({ id: EMBED_MODEL, kind: 'embedding', ownedBy: 'switchyard-demo', network: true }),
+  );
   await admin.enableModel(MODEL, ORG);
+  await admin.enableModel(EMBED_MODEL, ORG);
 
   const keyRow = saved.key ? await db.apiKey.findUnique({ where: { hash: sha256Hex(saved.key) } }) : null;
   const key = keyRow && !keyRow.revokedAt ? saved.key! : (await admin.createKey({ org: ORG, label: 'demo' })).key;
@@ -267,6 +273,8 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
         'sim',
         '--model',
         MODEL,
+        '--model',
+        EMBED_MODEL,
         '--sim-ttft-ms',
         '150',
         '--sim-tokens-per-second',
@@ -298,7 +306,7 @@ async function run(config: AppConfig, stopEmbedded: () => Promise<unknown>): Pro
     ? `http://${config.ADMIN_HOST}:${config.ADMIN_PORT}/dashboard`
     : `${apiUrl}/dashboard`;
   say(`
-Switchyard is running: api ${apiUrl}, dispatcher ${dispatcherUrl}, one simulated device serving ${MODEL}.
+Switchyard is running: api ${apiUrl}, dispatcher ${dispatcherUrl}, one simulated device serving ${MODEL} and ${EMBED_MODEL}.
 
   API key (org "${ORG}"):  ${state.key}
   Admin token:             ${state.adminToken}
@@ -311,6 +319,7 @@ Try it:
     -d '${body}'
 
 Streamed: add "stream": true to the body (and curl -N). Models: curl -s ${apiUrl}/v1/models -H "Authorization: Bearer ${state.key}"
+Embeddings: POST ${apiUrl}/v1/embeddings with {"model":"${EMBED_MODEL}","input":["Say hello"]} (768 dimensions).
 Any OpenAI client works with base URL ${apiUrl}/v1 and the key above.
 
 Ctrl-C stops everything. (The key and tokens are kept in ${STATE_FILE} for the next run.)\ndemo ready`);

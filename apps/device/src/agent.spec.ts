@@ -205,8 +205,8 @@ void describe('DeviceAgent: embedding tasks', () => {
   });
 
   void it('stops between two events when the task ends meanwhile (a second signal here)', async () => {
-    // 64 vectors of 32,768 dimensions: one to an event.
-    const vectors = Array.from({ length: 64 }, (_, i) => new Float32Array(32_768).fill(i / 64));
+    // 64 vectors of 16,384 dimensions (the longest): two to an event.
+    const vectors = Array.from({ length: 64 }, (_, i) => new Float32Array(16_384).fill(i / 64));
     const stop: { agent?: DeviceAgent } = {};
     const h = await harness(
       scripted(['embeddings'], async () => {

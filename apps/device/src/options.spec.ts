@@ -114,7 +114,7 @@ void describe('parseArgs', () => {
         .embeddingDimensions;
     expect(dimensions([])).toBe(768);
     expect(dimensions(['--sim-embedding-dimensions', '4096'])).toBe(4096);
-    for (const bad of ['0', '65537', '1.5']) {
+    for (const bad of ['0', '16385', '1.5']) {
       expect(parse(['--model', 'x', '--sim-embedding-dimensions', bad]).exitCode).toBe(USAGE_EXIT_CODE);
     }
     expect(parse(['--backend', 'ollama', '--sim-embedding-dimensions', '8']).stderr).toMatch(

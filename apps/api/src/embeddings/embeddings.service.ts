@@ -22,9 +22,28 @@ import { ModelsService } from '../models/models.service';
 import type { EmbedRequest, EmbedResult } from './embed-request';
 
 /** A batch's answer: its vectors in its inputs' order, and the prompt tokens its device reported. */
-interface BatchAnswer {
+export interface BatchAnswer {
   vectors: string[];
   promptTokens: number | null;
+}
+
+/**
+ * The vectors of every batch, in input order. Each batch's device checked its own vectors' length
+ * (the dispatcher's EmbedCollector); batches on different devices must agree too: two devices serving
+ * one model id with different models (or a dishonest one) would give vectors of different spaces, and
+ * the client gets an error rather than a mix.
+ */
+export function joinBatches(answers: BatchAnswer[]): string[] {
+  const vectors = answers.flatMap((a) => a.vectors);
+  // The same number of float32s is the same base64 length, and the other way round.
+  const lengths = new Set(vectors.map((v) => v.length));
+  if (lengths.size > 1) {
+    throw new AppError(
+      'device_protocol_error',
+      'The devices serving this request answered with vectors of different lengths; the request was stopped.',
+    );
+  }
+  return vectors;
 }
 
 /** The inputs in batches of at most `size`, in order. */
@@ -34,6 +53,11 @@ export function batchesOf(input: EmbedInput, size: number): EmbedInput[] {
     batches.push(input.slice(i, i + size));
   }
   return batches;
+}
+
+/** An error the client gets, with the org's rate-limit headers (as every answer of a limited org has). */
+function withHeaders(error: unknown, headers: RateHeaders): unknown {
+  return error instanceof AppError ? new AppError(error.code, error.message, error.param, headers) : error;
 }
 
 /**
@@ -168,7 +192,7 @@ export class EmbeddingsService {
       answers = await Promise.all(flights.map((f) => this.collect(f)));
     } catch (error) {
       withdraw();
-      throw error instanceof AppError ? new AppError(error.code, error.message, error.param, taken.headers) : error;
+      throw withHeaders(error, taken.headers);
     } finally {
       signal?.removeEventListener('abort', withdraw);
     }
@@ -176,12 +200,18 @@ export class EmbeddingsService {
     if (whole.length < answers.length) {
       return null;
     }
+    let vectors: string[];
+    try {
+      vectors = joinBatches(whole);
+    } catch (error) {
+      throw withHeaders(error, taken.headers);
+    }
     const counted = whole.every((a) => a.promptTokens !== null);
     return {
       result: {
         model: model.id,
         mode: route.mode,
-        vectors: whole.flatMap((a) => a.vectors),
+        vectors,
         promptTokens: counted ? whole.reduce((n, a) => n + a.promptTokens!, 0) : null,
         taskAddresses: flights.map((f) => f.task.address),
         totalMs: performance.now() - started,

@@ -11,9 +11,8 @@ import { EMBED_MAX_DIMENSIONS, encodeVector } from '@app/common/protocol/embeddi
  * The most bytes of JSON one `task:embedding` event carries. The dispatcher closes the connection of
  * a device that sends an event over its DEVICE_MAX_EVENT_BYTES (256 KiB by default); this keeps a
  * quarter of that for socket.io's framing and for a dispatcher configured somewhat lower, and still
- * carries 47 vectors of 768 dimensions, or 11 of 3,072, to an event. A vector alone over it (more than
- * about 36,000 dimensions; 65,536 take 350 KB in base64) goes in an event of its own: it cannot be
- * cut, and a dispatcher serving such a model must allow its size.
+ * carries 47 vectors of 768 dimensions, or 11 of 3,072, to an event. The longest vector the protocol
+ * carries (EMBED_MAX_DIMENSIONS, 87 KB in base64) fits in one; a vector is never cut.
  */
 export const EMBEDDING_EVENT_BYTES = 192 * 1024;
 

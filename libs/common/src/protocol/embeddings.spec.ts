@@ -40,13 +40,13 @@ describe('embeddings on the device protocol', () => {
     expect(assignSchema.safeParse({ ...base, kind: 'embed', embed: { input: ['a', [1]] } }).success).toBe(false);
   });
 
-  it('vectors are base64 of at most 65,536 float32s, each for an index under 2,048; done may carry no finish reason', () => {
+  it('vectors are base64 of at most 16,384 float32s, each for an index under 2,048; done may carry no finish reason', () => {
     const event = (embedding: string, index = 0) => ({ task_address: address, seq: 0, data: [{ index, embedding }] });
     expect(embeddingSchema.safeParse(event(encodeVector([1, 2]))).success).toBe(true);
     expect(embeddingSchema.safeParse(event('not base64!')).success).toBe(false);
     expect(embeddingSchema.safeParse(event(encodeVector([1, 2]), 2048)).success).toBe(false);
-    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(65_536)))).success).toBe(true);
-    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(65_537)))).success).toBe(false);
+    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_384)))).success).toBe(true);
+    expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_385)))).success).toBe(false);
     expect(doneSchema.safeParse({ task_address: address, seq: 1, finish_reasons: [], usage: null }).success).toBe(true);
   });
 });

@@ -9,8 +9,13 @@ import type { Feature, Requirement } from './chat';
 
 /** The most inputs one request may carry (OpenAI's limit), and so the most one task may. */
 export const EMBED_MAX_INPUTS = 2048;
-/** The most dimensions a vector may have (the largest models give 4,096; matryoshka ones fewer). */
-export const EMBED_MAX_DIMENSIONS = 65_536;
+/**
+ * The most dimensions a vector may have. The largest embedding models give 4,096 (OpenAI's largest
+ * 3,072); four times that leaves room, and bounds what a device can make the relay hold: a batch of
+ * 64 such vectors is 4 MiB, a request of 2,048 inputs 128 MiB (one vector, 87 KB in base64, always
+ * fits in one event).
+ */
+export const EMBED_MAX_DIMENSIONS = 16_384;
 /** The largest token id an input given as tokens may hold (a Postgres integer, as every count). */
 const MAX_TOKEN_ID = 2_147_483_647;
 

@@ -9,7 +9,8 @@ import { ApiRoute } from '../openapi/api-route.decorator';
 import { embeddingIgnoredParams, parseCreateEmbedding } from './create-embedding.dto';
 import type { EmbedRequest, EmbedResult } from './embed-request';
 import { createEmbeddingSchema } from './embedding.schema';
-import { renderEmbeddings } from './embeddings.renderer';
+import { BatchParts } from './batch-parts';
+import { embeddingItems, renderEmbeddings } from './embeddings.renderer';
 import { embeddingList } from './embeddings.responses';
 import { EmbeddingsService } from './embeddings.service';
 
@@ -27,9 +28,14 @@ export class EmbeddingsHandler {
   /**
    * Embeds a validated request for the client of `reply`: its rate-limit headers go on the reply. A
    * client that leaves has its batches withdrawn (the service's signal), and gets null: there is no
-   * one to answer.
+   * one to answer. `parts`, when given, writes each batch's vectors as the batch comes in.
    */
-  async run(caller: AuthContext, request: EmbedRequest, reply: FastifyReply): Promise<EmbedResult | null> {
+  async run(
+    caller: AuthContext,
+    request: EmbedRequest,
+    reply: FastifyReply,
+    parts?: BatchParts,
+  ): Promise<EmbedResult | null> {
     const raw = reply.raw;
     const left = new AbortController();
     const onClose = () => {
@@ -43,7 +49,12 @@ export class EmbeddingsHandler {
       raw.on('close', onClose);
     }
     try {
-      const answer = await this.embeddings.embed(caller, request, left.signal);
+      const answer = await this.embeddings.embed(
+        caller,
+        request,
+        left.signal,
+        parts ? (first, vectors) => parts.add(first, vectors) : undefined,
+      );
       if (!answer) {
         return null;
       }
@@ -58,11 +69,12 @@ export class EmbeddingsHandler {
     // Before validation, so that a 400 carries the header too.
     setIgnoredParams(reply, embeddingIgnoredParams(body));
     const { encodingFormat, ...request } = parseCreateEmbedding(body, this.config.DEFAULT_MODEL);
-    const result = await this.run(caller, { ...request, api: 'openai', requestId: reply.request.id }, reply);
+    const parts = new BatchParts((vectors, first) => embeddingItems(vectors, first, encodingFormat));
+    const result = await this.run(caller, { ...request, api: 'openai', requestId: reply.request.id }, reply, parts);
     if (!result) {
       return;
     }
-    const json = await renderEmbeddings(result, request.model, encodingFormat);
+    const json = await renderEmbeddings(result, request.model, encodingFormat, await parts.all());
     await reply.code(200).type('application/json; charset=utf-8').send(json);
   }
 }

@@ -15,30 +15,47 @@ export async function renderEmbeddings(
   result: EmbedResult,
   model: string,
   encodingFormat: 'float' | 'base64',
+  /** The items already written, batch by batch (see BatchParts); else they are written here. */
+  parts?: Buffer[],
+): Promise<Buffer> {
+  const items = parts ?? [await embeddingItems(result.vectors, 0, encodingFormat)];
+  const usage =
+    result.promptTokens === null
+      ? ''
+      : `,"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}`;
+  return Buffer.concat([
+    Buffer.from('{"object":"list","data":['),
+    ...items,
+    Buffer.from(
+      `],"model":${JSON.stringify(model)}${usage},"mode":${JSON.stringify(result.mode)},"task_addresses":${JSON.stringify(result.taskAddresses)}}`,
+    ),
+  ]);
+}
+
+/**
+ * The `data` items of vectors whose first is input `first` of the request, each with the comma
+ * before it but for the answer's first: `{"object":"embedding","index":…,"embedding":…}`.
+ */
+export async function embeddingItems(
+  vectors: string[],
+  first: number,
+  encodingFormat: 'float' | 'base64',
 ): Promise<Buffer> {
   const out = new JsonBytes();
-  out.text('{"object":"list","data":[');
   const item = (index: number) => `${index > 0 ? ',' : ''}{"object":"embedding","index":${index},"embedding":`;
   if (encodingFormat === 'base64') {
-    result.vectors.forEach((vector, index) => {
-      out.text(item(index));
+    vectors.forEach((vector, i) => {
+      out.text(item(first + i));
       // Written apart: a string joined to an 8 KiB vector would be copied once more to be flattened.
       out.text(JSON.stringify(vector));
       out.text('}');
     });
   } else {
-    await eachVector(result.vectors, (values, index) => {
-      out.text(item(index));
+    await eachVector(vectors, (values, i) => {
+      out.text(item(first + i));
       out.floats(values);
       out.text('}');
     });
   }
-  const usage =
-    result.promptTokens === null
-      ? ''
-      : `,"usage":{"prompt_tokens":${result.promptTokens},"total_tokens":${result.promptTokens}}`;
-  out.text(
-    `],"model":${JSON.stringify(model)}${usage},"mode":${JSON.stringify(result.mode)},"task_addresses":${JSON.stringify(result.taskAddresses)}}`,
-  );
   return out.bytes();
 }

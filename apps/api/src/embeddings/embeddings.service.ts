@@ -119,11 +119,14 @@ export class EmbeddingsService {
   /**
    * Embeds every input, or throws the error the client gets. `signal` aborts when the client leaves:
    * every batch still queued or running is withdrawn, and the answer is null (nobody takes it).
+   * `onBatch` hears each batch's vectors as they come (`first`: the index of its first input), so
+   * that the answer can be written while other batches still run.
    */
   async embed(
     caller: AuthContext,
     request: EmbedRequest,
     signal?: AbortSignal,
+    onBatch?: (first: number, vectors: string[]) => void,
   ): Promise<{ result: EmbedResult; headers: RateHeaders } | null> {
     const started = performance.now();
     if (this.flights.isDraining) {
@@ -189,7 +192,8 @@ export class EmbeddingsService {
     signal?.addEventListener('abort', withdraw, { once: true });
     let answers: (BatchAnswer | null)[];
     try {
-      answers = await Promise.all(flights.map((f) => this.collect(f)));
+      const size = this.config.EMBED_BATCH_MAX;
+      answers = await Promise.all(flights.map((f, i) => this.collect(f, i * size, onBatch)));
     } catch (error) {
       withdraw();
       throw withHeaders(error, taken.headers);
@@ -222,7 +226,11 @@ export class EmbeddingsService {
   }
 
   /** A batch's vectors, in its inputs' order, once its task is done; throws its error; null once the client left. */
-  private async collect(flight: Flight): Promise<BatchAnswer | null> {
+  private async collect(
+    flight: Flight,
+    first: number,
+    onBatch?: (first: number, vectors: string[]) => void,
+  ): Promise<BatchAnswer | null> {
     const vectors: string[] = [];
     for await (const event of flight.events()) {
       switch (event.type) {
@@ -232,6 +240,7 @@ export class EmbeddingsService {
           }
           break;
         case 'done':
+          onBatch?.(first, vectors);
           return { vectors, promptTokens: event.usage?.prompt_tokens ?? null };
         case 'error':
           throw new AppError(event.code, event.message);

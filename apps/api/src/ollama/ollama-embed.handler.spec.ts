@@ -51,9 +51,19 @@ function fakeService(
 ) {
   const calls: { request: EmbedRequest; signal: AbortSignal }[] = [];
   const service = {
-    embed: (_caller: AuthContext, request: EmbedRequest, signal: AbortSignal) => {
+    // As the real one: each batch's vectors go to onBatch before the answer (here, one batch).
+    embed: async (
+      _caller: AuthContext,
+      request: EmbedRequest,
+      signal: AbortSignal,
+      onBatch?: (first: number, vectors: string[]) => void,
+    ) => {
       calls.push({ request, signal });
-      return answer(signal);
+      const answered = await answer(signal);
+      if (answered) {
+        onBatch?.(0, answered.result.vectors);
+      }
+      return answered;
     },
   };
   return { service: service as unknown as EmbeddingsService, calls };

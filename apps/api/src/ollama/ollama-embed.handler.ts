@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { AuthContext } from '../auth/auth-context';
 import { setIgnoredParams } from '../common/ignored-params';
+import { BatchParts } from '../embeddings/batch-parts';
 import { EmbeddingsHandler } from '../embeddings/embeddings.controller';
 import { ModelsService } from '../models/models.service';
 import {
@@ -10,7 +11,7 @@ import {
   parseOllamaEmbed,
   parseOllamaEmbeddings,
 } from './ollama-embed.dto';
-import { emptyOllamaEmbed, renderOllamaEmbed, renderOllamaEmbedding } from './ollama-embed.renderer';
+import { emptyOllamaEmbed, ollamaVectors, renderOllamaEmbed, renderOllamaEmbedding } from './ollama-embed.renderer';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -36,6 +37,7 @@ export class OllamaEmbedHandler {
       await reply.code(200).send(emptyOllamaEmbed(request.model, performance.now() - startedAt));
       return;
     }
+    const parts = new BatchParts(ollamaVectors);
     const result = await this.handler.run(
       caller,
       {
@@ -48,11 +50,12 @@ export class OllamaEmbedHandler {
         requestId: reply.request.id,
       },
       reply,
+      parts,
     );
     if (!result) {
       return;
     }
-    const json = await renderOllamaEmbed(request.model, result, performance.now() - startedAt);
+    const json = await renderOllamaEmbed(request.model, result, performance.now() - startedAt, await parts.all());
     await reply.code(200).type(JSON_TYPE).send(json);
   }
 

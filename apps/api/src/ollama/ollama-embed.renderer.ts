@@ -10,19 +10,33 @@ const nanos = (ms: number) => Math.round(ms * 1e6);
  * `load_duration` is 0, since Switchyard cannot see a runtime load its model; `prompt_eval_count` is
  * left out when a device gave no count, as Ollama leaves out what it did not count.
  */
-export async function renderOllamaEmbed(model: string, result: EmbedResult, totalMs: number): Promise<Buffer> {
+export async function renderOllamaEmbed(
+  model: string,
+  result: EmbedResult,
+  totalMs: number,
+  /** The vectors already written, batch by batch (see BatchParts); else they are written here. */
+  parts?: Buffer[],
+): Promise<Buffer> {
+  const items = parts ?? [await ollamaVectors(result.vectors, 0)];
+  const count = result.promptTokens === null ? '' : `,"prompt_eval_count":${result.promptTokens}`;
+  return Buffer.concat([
+    Buffer.from(`{"model":${JSON.stringify(model)},"embeddings":[`),
+    ...items,
+    Buffer.from(
+      `],"total_duration":${nanos(totalMs)},"load_duration":0${count},"mode":${JSON.stringify(result.mode)},"task_addresses":${JSON.stringify(result.taskAddresses)}}`,
+    ),
+  ]);
+}
+
+/** The `embeddings` arrays of vectors whose first is input `first`, each with the comma before it but for the first. */
+export async function ollamaVectors(vectors: string[], first: number): Promise<Buffer> {
   const out = new JsonBytes();
-  out.text(`{"model":${JSON.stringify(model)},"embeddings":[`);
-  await eachVector(result.vectors, (values, index) => {
-    if (index > 0) {
+  await eachVector(vectors, (values, i) => {
+    if (first + i > 0) {
       out.text(',');
     }
     out.floats(values);
   });
-  const count = result.promptTokens === null ? '' : `,"prompt_eval_count":${result.promptTokens}`;
-  out.text(
-    `],"total_duration":${nanos(totalMs)},"load_duration":0${count},"mode":${JSON.stringify(result.mode)},"task_addresses":${JSON.stringify(result.taskAddresses)}}`,
-  );
   return out.bytes();
 }
 

@@ -232,7 +232,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
     // A chat answer has a finish reason per choice; an embedding has a vector per input, and none.
     const invalid = collector
       ? !collector.complete
-        ? `done with ${collector.inputs - collector.all().length} of ${collector.inputs} vectors missing`
+        ? `done with ${collector.missing} of ${collector.inputs} vectors missing`
         : payload.finish_reasons.length > 0
           ? 'finish reasons for an embedding'
           : null

@@ -40,6 +40,14 @@ describe('EmbedCollector', () => {
     expect(collector.add([vector(0, [Number.POSITIVE_INFINITY])])).toMatch(/not whole, finite/);
   });
 
+  it('writes the vectors in standard base64 itself, whatever characters the device used', () => {
+    const collector = new EmbedCollector({ input: ['a'] });
+    const standard = encodeVector([1, -2]);
+    // Whitespace and URL-safe letters decode to the same bytes; the client gets the standard text.
+    expect(collector.add([{ index: 0, embedding: ` ${standard.slice(0, 4)}\n${standard.slice(4)} ` }])).toBeNull();
+    expect(collector.all()).toEqual([{ index: 0, embedding: standard }]);
+  });
+
   it('hashes the vectors in input order, whatever order they came in', () => {
     const a = new EmbedCollector({ input: ['x', 'y'] });
     a.add([vector(0, [1, 2]), vector(1, [3, 4])]);

@@ -1,35 +1,42 @@
 import { createHash } from 'node:crypto';
-import { decodeVector } from '@app/common';
+import { vectorBytes } from '@app/common';
 import type { EmbedParams, EmbeddingVector } from '@app/common';
 
 /**
  * The vectors of one embedding assignment, as its device sends them, checked before anything reaches
  * the client: one vector per input (an index of the task's inputs, never twice), whole float32s, all
  * finite, all of one length (the requested `dimensions` when the request gave one). They are held
- * here until the device says it is done, and written with the task's ending in one stream entry, so
- * that a batch whose device fails part way leaves nothing behind and can go to another device whole.
- * What it holds is bounded by the batch: its inputs × the longest vector a device may send.
+ * here, as bytes, until the device says it is done, and written with the task's ending in one stream
+ * entry, in standard base64 written here (whatever characters the device used), so that a batch whose
+ * device fails part way leaves nothing behind and can go to another device whole. What it holds is
+ * bounded by the batch: its inputs × the longest vector the protocol carries.
  */
 export class EmbedCollector {
-  private readonly vectors: (EmbeddingVector | undefined)[];
+  private readonly vectors: (Buffer | undefined)[];
   private received = 0;
-  private dimensions: number | null;
+  /** Bytes per vector (4 × dimensions), once known. */
+  private width: number | null;
   /** The float32 bytes of every vector received. */
   bytes = 0;
 
-  constructor(private readonly params: EmbedParams) {
-    this.vectors = new Array<EmbeddingVector | undefined>(params.input.length);
-    this.dimensions = params.dimensions ?? null;
+  constructor(params: EmbedParams) {
+    this.vectors = new Array<Buffer | undefined>(params.input.length);
+    this.width = params.dimensions === undefined ? null : params.dimensions * 4;
   }
 
   get inputs(): number {
     return this.vectors.length;
   }
 
+  /** How many inputs still have no vector. */
+  get missing(): number {
+    return this.vectors.length - this.received;
+  }
+
   /** Takes a device's vectors; the reason they cannot be taken (nothing is taken then), or null. */
   add(data: EmbeddingVector[]): string | null {
-    const fresh = new Set<number>();
-    let dimensions = this.dimensions;
+    const fresh = new Map<number, Buffer>();
+    let width = this.width;
     for (const vector of data) {
       if (vector.index >= this.vectors.length) {
         return `vector for input ${vector.index}, of ${this.vectors.length}`;
@@ -37,22 +44,22 @@ export class EmbedCollector {
       if (this.vectors[vector.index] || fresh.has(vector.index)) {
         return `a second vector for input ${vector.index}`;
       }
-      const values = decodeVector(vector.embedding);
-      if (!values) {
+      const bytes = vectorBytes(vector.embedding);
+      if (!bytes) {
         return `the vector for input ${vector.index} is not whole, finite float32 values`;
       }
-      if (dimensions !== null && values.length !== dimensions) {
-        return `the vector for input ${vector.index} has ${values.length} dimensions, not ${dimensions}`;
+      if (width !== null && bytes.byteLength !== width) {
+        return `the vector for input ${vector.index} has ${bytes.byteLength / 4} dimensions, not ${width / 4}`;
       }
-      dimensions = values.length;
-      fresh.add(vector.index);
+      width = bytes.byteLength;
+      fresh.set(vector.index, bytes);
     }
-    this.dimensions = dimensions;
-    for (const vector of data) {
-      this.vectors[vector.index] = vector;
-      this.bytes += (this.dimensions ?? 0) * 4;
+    this.width = width;
+    for (const [index, bytes] of fresh) {
+      this.vectors[index] = bytes;
+      this.bytes += bytes.byteLength;
     }
-    this.received += data.length;
+    this.received += fresh.size;
     return null;
   }
 
@@ -61,16 +68,24 @@ export class EmbedCollector {
     return this.received === this.vectors.length;
   }
 
-  /** The vectors in input order (once complete). */
+  /** The vectors in input order, in standard base64 (once complete). */
   all(): EmbeddingVector[] {
-    return this.vectors.filter((v): v is EmbeddingVector => v !== undefined);
+    const out: EmbeddingVector[] = [];
+    this.vectors.forEach((bytes, index) => {
+      if (bytes) {
+        out.push({ index, embedding: bytes.toString('base64') });
+      }
+    });
+    return out;
   }
 
   /** SHA-256 of the vectors' float32 bytes in input order (the task record keeps it, never the vectors). */
   sha256(): string {
     const hash = createHash('sha256');
-    for (const vector of this.all()) {
-      hash.update(Buffer.from(vector.embedding, 'base64'));
+    for (const bytes of this.vectors) {
+      if (bytes) {
+        hash.update(bytes);
+      }
     }
     return hash.digest('hex');
   }

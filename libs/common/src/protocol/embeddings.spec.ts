@@ -1,4 +1,4 @@
-import { decodeVector, embedFeatures, encodeVector } from './embeddings';
+import { decodeVector, embedFeatures, encodeVector, vectorBytes } from './embeddings';
 import { assignSchema, doneSchema, embeddingSchema } from './messages';
 
 const address = 'network:0b6a8f8e-2f4e-4d51-9d8e-3c1f4f1f3a10';
@@ -12,7 +12,13 @@ describe('embeddings on the device protocol', () => {
     expect(Buffer.from(encodeVector([1]), 'base64')).toEqual(Buffer.from([0, 0, 0x80, 0x3f]));
   });
 
-  it('refuses bytes that are not whole float32s, an empty vector, and values that are not finite', () => {
+  it('refuses bytes that are not whole float32s, an empty vector, and values that are not finite (both NaNs, both infinities)', () => {
+    expect(vectorBytes(encodeVector([-0, 1e-45, -3.4e38]))).not.toBeNull();
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+      expect(vectorBytes(encodeVector([1, bad]))).toBeNull();
+    }
+    // A NaN with the sign bit set and another payload.
+    expect(vectorBytes(Buffer.from([0, 0, 0x80, 0x3f, 1, 0, 0xc0, 0xff]).toString('base64'))).toBeNull();
     expect(decodeVector(Buffer.from([1, 2, 3]).toString('base64'))).toBeNull();
     expect(decodeVector('')).toBeNull();
     expect(decodeVector(encodeVector([Number.NaN]))).toBeNull();
@@ -43,7 +49,8 @@ describe('embeddings on the device protocol', () => {
   it('vectors are base64 of at most 16,384 float32s, each for an index under 2,048; done may carry no finish reason', () => {
     const event = (embedding: string, index = 0) => ({ task_address: address, seq: 0, data: [{ index, embedding }] });
     expect(embeddingSchema.safeParse(event(encodeVector([1, 2]))).success).toBe(true);
-    expect(embeddingSchema.safeParse(event('not base64!')).success).toBe(false);
+    // Its characters are the dispatcher's to read (vectorBytes), not the schema's.
+    expect(embeddingSchema.safeParse(event('')).success).toBe(false);
     expect(embeddingSchema.safeParse(event(encodeVector([1, 2]), 2048)).success).toBe(false);
     expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_384)))).success).toBe(true);
     expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_385)))).success).toBe(false);

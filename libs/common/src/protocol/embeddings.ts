@@ -63,10 +63,11 @@ export function embedFeatures(params: EmbedParams): Feature[] {
   return embedRequirements(params).map((r) => r.feature);
 }
 
-/** Standard base64 (with padding), as Buffer writes it. */
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-
-/** One vector: the input's index in the task, and its float32 values, little-endian, in base64 (as OpenAI's `base64`). */
+/**
+ * One vector: the input's index in the task, and its float32 values, little-endian, in base64 (as
+ * OpenAI's `base64`). The dispatcher decodes it and writes it again itself (see vectorBytes), so what
+ * reaches a client is always standard base64, whatever characters a device sent.
+ */
 export const embeddingVectorSchema = z.object({
   index: z
     .number()
@@ -76,8 +77,7 @@ export const embeddingVectorSchema = z.object({
   embedding: z
     .string()
     .min(8)
-    .max(4 * Math.ceil((EMBED_MAX_DIMENSIONS * 4) / 3))
-    .regex(BASE64),
+    .max(4 * Math.ceil((EMBED_MAX_DIMENSIONS * 4) / 3)),
 });
 export type EmbeddingVector = z.infer<typeof embeddingVectorSchema>;
 
@@ -87,20 +87,42 @@ export function encodeVector(values: ArrayLike<number>): string {
   return Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString('base64');
 }
 
-/** The float32 values of a vector in base64; null when its bytes are not whole float32s or not all finite. */
-export function decodeVector(base64: string): Float32Array | null {
+/**
+ * The little-endian float32 bytes of a vector in base64; null when they are not whole float32s, or a
+ * value is not finite (its exponent bits all set: an infinity or a NaN). Reads the bytes once, without
+ * building a number per value: the dispatcher checks every vector a device sends with it.
+ */
+export function vectorBytes(base64: string): Buffer | null {
   const bytes = Buffer.from(base64, 'base64');
   if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) {
     return null;
   }
-  // Copied: a Buffer from the pool may start at an offset that is not a multiple of 4.
-  const floats = new Float32Array(bytes.byteLength / 4);
-  for (let i = 0; i < floats.length; i++) {
-    const v = bytes.readFloatLE(i * 4);
-    if (!Number.isFinite(v)) {
+  // Byte 3 of each value holds the sign and the exponent's top 7 bits, byte 2's top bit its last.
+  for (let i = 3; i < bytes.byteLength; i += 4) {
+    if ((bytes[i] & 0x7f) === 0x7f && (bytes[i - 1] & 0x80) !== 0) {
       return null;
     }
-    floats[i] = v;
+  }
+  return bytes;
+}
+
+/** Whether this machine stores a Float32Array's values little-endian, as the wire has them. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** The float32 values of a vector in base64; null when its bytes are not whole float32s or not all finite. */
+export function decodeVector(base64: string): Float32Array | null {
+  const bytes = vectorBytes(base64);
+  if (!bytes) {
+    return null;
+  }
+  // Copied: a Buffer from the pool may start at an offset that is not a multiple of 4.
+  const floats = new Float32Array(bytes.byteLength / 4);
+  if (LITTLE_ENDIAN) {
+    new Uint8Array(floats.buffer).set(bytes);
+  } else {
+    for (let i = 0; i < floats.length; i++) {
+      floats[i] = bytes.readFloatLE(i * 4);
+    }
   }
   return floats;
 }

@@ -70,19 +70,33 @@ describe('embeddings on real runtimes, through real clients', () => {
     await closeDb();
   });
 
-  it('the openai SDK: float and base64 (its default), text and token ids, with the runtime asked for floats', async () => {
+  it('the openai SDK: float and base64 (its default), text and token ids, with the runtime asked for base64 (floats where it refuses it)', async () => {
     const client = new OpenAI({ apiKey: tenant.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
     const input = ['The food was delicious', 'the waiter friendly'];
     const floats = await client.embeddings.create({ model: vllmModel, input, encoding_format: 'float' });
     expect(floats.data.map((d) => f32(d.embedding))).toEqual(input.map((t) => fake(t)));
     expect(floats.usage).toEqual({ prompt_tokens: 7, total_tokens: 7 });
     const asked = [vllmA, vllmB].flatMap((r) => r.embeds()).at(-1)!.body as Record<string, unknown>;
-    expect(asked).toMatchObject({ model: 'BAAI/bge-m3', input, encoding_format: 'float' });
+    expect(asked).toMatchObject({ model: 'BAAI/bge-m3', input, encoding_format: 'base64' });
     const decoded = await client.embeddings.create({ model: vllmModel, input });
     expect(decoded.data.map((d) => f32(d.embedding))).toEqual(input.map((t) => fake(t)));
     const tokens = await client.embeddings.create({ model: vllmModel, input: [[1, 2, 3], [4]] });
     expect(tokens.data.map((d) => f32(d.embedding))).toEqual([fake([1, 2, 3]), fake([4])]);
     expect(tokens.usage.prompt_tokens).toBe(4);
+    // A runtime that refuses base64 is asked again for floats (and from then on): the client sees nothing of it.
+    vllmA.embedRefusesBase64 = vllmB.embedRefusesBase64 = true;
+    try {
+      const retried = await client.embeddings.create({ model: vllmModel, input: ['refused once'] });
+      expect(f32(retried.data[0].embedding)).toEqual(fake('refused once'));
+      // Both requests went to the one runtime that served it.
+      const asks = [vllmA, vllmB]
+        .flatMap((r) => r.embeds())
+        .map((r) => r.body as { input: string[]; encoding_format: string })
+        .filter((body) => body.input[0] === 'refused once');
+      expect(asks.map((body) => body.encoding_format)).toEqual(['base64', 'float']);
+    } finally {
+      vllmA.embedRefusesBase64 = vllmB.embedRefusesBase64 = false;
+    }
   });
 
   it("LangChain's OpenAIEmbeddings and the Vercel AI SDK's embedMany, over more inputs than a batch", async () => {

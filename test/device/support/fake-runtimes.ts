@@ -641,6 +641,11 @@ export class FakeOpenAI extends FakeRuntime {
   embedMatryoshka = false;
   /** Answer the vectors in reverse order, each with its index (OpenAI's format allows any order). */
   embedReversed = false;
+  /**
+   * Refuse `encoding_format: "base64"` with a 400, as an OpenAI-compatible server that has only floats
+   * does, in the top-level error shape of older vLLM builds (`{"object": "error", "message", ...}`).
+   */
+  embedRefusesBase64 = false;
 
   constructor(models: string[] = []) {
     super();
@@ -726,8 +731,9 @@ export class FakeOpenAI extends FakeRuntime {
 
   /**
    * /v1/embeddings as vLLM answers it: `input` a text, a list of texts, a list of token ids or a list
-   * of lists of them; `encoding_format` `float` (the default) or `base64`; `dimensions` for a matryoshka
-   * model only; an input longer than the context refused with vLLM's 400; `usage.prompt_tokens` counted.
+   * of lists of them; `encoding_format` `float` (the default) or `base64` (unless {@link embedRefusesBase64});
+   * `dimensions` for a matryoshka model only; an input longer than the context refused with vLLM's 400;
+   * `usage.prompt_tokens` counted.
    */
   private async embed({ res, body }: ChatContext): Promise<void> {
     const model = String(body?.model);
@@ -754,6 +760,16 @@ export class FakeOpenAI extends FakeRuntime {
     const format = body?.encoding_format ?? 'float';
     if (format !== 'float' && format !== 'base64') {
       FakeOpenAI.sendError(res, 400, `unsupported encoding_format: ${String(format)}`, 'BadRequestError', 400);
+      return;
+    }
+    if (format === 'base64' && this.embedRefusesBase64) {
+      json(res, 400, {
+        object: 'error',
+        message: "encoding_format 'base64' is not supported",
+        type: 'BadRequestError',
+        param: null,
+        code: 400,
+      });
       return;
     }
     let dimensions = this.embedDimensions;

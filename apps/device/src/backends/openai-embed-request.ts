@@ -1,22 +1,61 @@
 import type { EmbedParams } from '@app/common/protocol/embeddings';
 import type { EmbedResult } from './backend';
-import { badAnswer } from './upstream/runtime-errors';
+import type { UpstreamErrorBody } from './upstream/runtime-errors';
+import { badAnswer, httpError } from './upstream/runtime-errors';
 import { tokenCount } from './upstream/runtime-fields';
 import { runtimeVectors } from './upstream/runtime-vectors';
 
 /**
- * The /embeddings request for a task: the inputs as they are (texts, or token ids, which vLLM and
- * llama.cpp's server take), with `encoding_format: "float"`, which every server has (some have no
- * `base64`), and `dimensions` when the task has it (only an operator's `--features` declares
- * `embed_dimensions` here). `truncate` is Ollama's: these servers refuse an input longer than the
- * model's context whatever it says, as Ollama does with `truncate: false`.
+ * How the server is asked to write the vectors: `base64`, each vector's float32 bytes (little-endian)
+ * in base64, or `float`, JSON numbers. base64 is asked first: for a batch of 64 vectors of 768
+ * dimensions the float body is about 1 MB, which took the agent about 15 ms to read (5 ms to decode
+ * the text, 10 ms to parse it) while the runtime waited for its next batch, and the runtime itself
+ * spends time printing the decimals; in base64 it is 265 KB, read in about 4 ms. vLLM, llama.cpp's
+ * server (since December 2024) and OpenAI have it; a server that refuses it is asked for `float` from
+ * then on ({@link refusesBase64}), and one that ignores it answers floats, which are read as well.
  */
-export function openaiEmbedRequest(model: string, params: EmbedParams): Record<string, unknown> {
-  const body: Record<string, unknown> = { model, input: params.input, encoding_format: 'float' };
+export type OpenAIEmbedFormat = 'base64' | 'float';
+
+/**
+ * The /embeddings request for a task: the inputs as they are (texts, or token ids, which vLLM and
+ * llama.cpp's server take), `encoding_format` as {@link OpenAIEmbedFormat} says, and `dimensions`
+ * when the task has it (only an operator's `--features` declares `embed_dimensions` here). `truncate`
+ * is Ollama's: these servers refuse an input longer than the model's context whatever it says, as
+ * Ollama does with `truncate: false`.
+ */
+export function openaiEmbedRequest(
+  model: string,
+  params: EmbedParams,
+  format: OpenAIEmbedFormat,
+): Record<string, unknown> {
+  const body: Record<string, unknown> = { model, input: params.input, encoding_format: format };
   if (params.dimensions !== undefined) {
     body.dimensions = params.dimensions;
   }
   return body;
+}
+
+/** The statuses a server refuses a field's value with: 400 (vLLM, llama.cpp, OpenAI), 422 (FastAPI's own validation). */
+const REFUSAL_STATUSES = new Set([400, 422]);
+/**
+ * A refusal that names the field or the value: vLLM's validation error (its `loc` says
+ * `encoding_format`), FastAPI's `detail` (the same `loc`), llama.cpp's "Can be either float or base64".
+ */
+const NAMES_THE_FORMAT = /encoding[_ ]format|base64/i;
+
+/**
+ * Whether an error answer to a `base64` request is the server refusing base64: a 400 or 422 whose
+ * message names `encoding_format` or `base64`, and that is not what the agent reads as another error
+ * (a prompt over the context, which says nothing of the format however its input is echoed). Not
+ * proof: a validation error that echoes the whole request names both for another reason, which is why
+ * the backend remembers float only once a float request was taken.
+ */
+export function refusesBase64(status: number, body: UpstreamErrorBody): boolean {
+  return (
+    REFUSAL_STATUSES.has(status) &&
+    httpError(status, body).code === 'upstream_bad_request' &&
+    NAMES_THE_FORMAT.test(body.message)
+  );
 }
 
 /**

@@ -315,7 +315,10 @@ void describe('openaiIdentity', () => {
 });
 
 /** A local OpenAI-compatible server that answers each request as `answer` says, and records them. */
-async function localServer(answer: (path: string, body: any) => { status: number; body: unknown }) {
+async function localServer(
+  answer: (path: string, body: any) => { status: number; body: unknown },
+  logger = createLogger('openai-embed-test', 'silent'),
+) {
   const requests: { method: string; path: string; headers: http.IncomingHttpHeaders; body: any }[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -342,7 +345,7 @@ async function localServer(answer: (path: string, body: any) => { status: number
       discoveryIntervalMs: 60_000,
       healthIntervalMs: 60_000,
     },
-    createLogger('openai-embed-test', 'silent'),
+    logger,
   );
   cleanups.push(async () => {
     backend.stop();
@@ -376,7 +379,7 @@ void describe('OpenAIBackend.embed', () => {
   const embed = (backend: OpenAIBackend, params: EmbedParams) =>
     backend.embed({ model: 'bge', params }, new AbortController().signal);
 
-  void it('posts {upstream}/embeddings with float encoding, and orders the vectors by index', async () => {
+  void it('posts {upstream}/embeddings asking base64, and orders the vectors by index', async () => {
     const server = await localServer(() =>
       embeddingList([
         { index: 1, embedding: [0.25, 0.5] },
@@ -387,7 +390,7 @@ void describe('OpenAIBackend.embed', () => {
     expect(server.embeds()).toEqual([
       expect.objectContaining({
         method: 'POST',
-        body: { model: 'BAAI/bge-m3', input: ['a', 'b'], encoding_format: 'float' },
+        body: { model: 'BAAI/bge-m3', input: ['a', 'b'], encoding_format: 'base64' },
       }),
     ]);
     expect(result.vectors.map((v) => Array.from(v))).toEqual([
@@ -403,19 +406,43 @@ void describe('OpenAIBackend.embed', () => {
     expect(server.embeds()[0].body).toEqual({
       model: 'BAAI/bge-m3',
       input: [[101, 2023, 102]],
-      encoding_format: 'float',
+      encoding_format: 'base64',
       dimensions: 2,
     });
   });
 
-  void it('takes a base64 answer too, and reports no usage where the server gives none', async () => {
+  void it('decodes a base64 answer bit for bit, and reports no usage where the server gives none', async () => {
+    // float32 bit patterns a decimal round trip could lose or a sign test could miss: 0.1, -0, the
+    // smallest subnormal, the largest finite value, and one just above 1.
+    const bits = [0x3dcccccd, 0x80000000, 0x00000001, 0x7f7fffff, 0x3f800001];
+    const bytes = Buffer.alloc(bits.length * 4);
+    bits.forEach((b, i) => bytes.writeUInt32LE(b, i * 4));
     const server = await localServer(() => ({
       status: 200,
-      body: { object: 'list', data: [{ index: 0, embedding: encodeVector([0.5, -0.5]) }] },
+      body: {
+        object: 'list',
+        data: [
+          { index: 1, embedding: encodeVector([0.5, -0.5, 1, 2, 3]) },
+          { index: 0, embedding: bytes.toString('base64') },
+        ],
+      },
     }));
-    const result = await embed(server.backend, { input: ['a'] });
-    expect(Array.from(result.vectors[0])).toEqual([0.5, -0.5]);
+    const result = await embed(server.backend, { input: ['a', 'b'] });
+    expect(server.embeds()[0].body.encoding_format).toBe('base64');
+    const [first, second] = result.vectors;
+    expect(Array.from(new Uint32Array(first.buffer, first.byteOffset, first.length))).toEqual(bits);
+    expect(Array.from(second)).toEqual([0.5, -0.5, 1, 2, 3]);
     expect(result.promptTokens).toBeNull();
+  });
+
+  void it('refuses a base64 vector of partial float32s or of non-finite values, as it refuses such floats', async () => {
+    const nan = Buffer.alloc(8);
+    nan.writeFloatLE(1, 0);
+    nan.writeUInt32LE(0x7fc00000, 4);
+    for (const embedding of [Buffer.from([0, 0, 0x80, 0x3f, 1, 2]).toString('base64'), nan.toString('base64')]) {
+      const server = await localServer(() => embeddingList([{ index: 0, embedding }]));
+      await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({ code: 'upstream_bad_response' });
+    }
   });
 
   void it('refuses an answer whose indices are not 0 to n - 1, each once', async () => {
@@ -483,6 +510,130 @@ void describe('OpenAIBackend.embed', () => {
         path === '/v1/embeddings' ? reply : { status: 200, body: { object: 'list', data: [] } },
       );
       await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({ code });
+    }
+  });
+
+  /** A server that refuses base64 with `refusal` and answers floats, and the log lines of the backend in front of it. */
+  const floatOnly = async (refusal: { status: number; body: unknown }) => {
+    const logged: { fields: unknown; message: string }[] = [];
+    const logger = createLogger('openai-embed-test', 'silent');
+    logger.info = ((fields: unknown, message: string) => void logged.push({ fields, message })) as typeof logger.info;
+    const server = await localServer(
+      (_path, body) =>
+        body.encoding_format === 'base64' ? refusal : embeddingList([{ index: 0, embedding: [0.25, -1] }]),
+      logger,
+    );
+    return { ...server, logged, formats: () => server.embeds().map((r) => r.body.encoding_format) };
+  };
+
+  void it('falls back to float when the runtime refuses base64, and asks float directly from then on', async () => {
+    const refusals = [
+      // Older vLLM's top-level error shape (the fake runtime's embedRefusesBase64).
+      {
+        status: 400,
+        body: {
+          object: 'error',
+          message: "encoding_format 'base64' is not supported",
+          type: 'BadRequestError',
+          param: null,
+          code: 400,
+        },
+      },
+      // vLLM's validation error for a server whose encoding_format is float only.
+      {
+        status: 400,
+        body: {
+          error: {
+            message:
+              "1 validation error for EmbeddingCompletionRequest\nencoding_format\n  Input should be 'float' [type=literal_error, input_value='base64', input_type=str]",
+            type: 'Bad Request',
+            param: null,
+            code: 400,
+          },
+        },
+      },
+      // FastAPI's own 422.
+      {
+        status: 422,
+        body: { detail: [{ type: 'literal_error', loc: ['body', 'encoding_format'], msg: "Input should be 'float'" }] },
+      },
+    ];
+    for (const refusal of refusals) {
+      const server = await floatOnly(refusal);
+      const first = await embed(server.backend, { input: ['a'] });
+      expect(Array.from(first.vectors[0])).toEqual([0.25, -1]);
+      expect(server.formats()).toEqual(['base64', 'float']);
+      await embed(server.backend, { input: ['b'] });
+      await embed(server.backend, { input: ['c'] });
+      expect(server.formats()).toEqual(['base64', 'float', 'float', 'float']);
+      expect(server.embeds()[1].body).toEqual({ ...server.embeds()[0].body, encoding_format: 'float' });
+      expect(server.logged).toEqual([
+        {
+          fields: { upstream: expect.stringMatching(/\/v1\/embeddings$/), status: refusal.status },
+          message: expect.stringMatching(/does not take encoding_format "base64"/),
+        },
+      ]);
+    }
+  });
+
+  void it('takes a context-length 400 for what it is, not for a refusal of base64', async () => {
+    // Even one that echoes the request, encoding_format and all.
+    const server = await floatOnly({
+      status: 400,
+      body: {
+        error: {
+          message:
+            "This model's maximum context length is 512 tokens. However, you requested 900 tokens in the input for embedding generation. Please reduce the length of the input. (request: {'encoding_format': 'base64'})",
+          type: 'BadRequestError',
+          param: null,
+          code: 400,
+        },
+      },
+    });
+    await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({ code: 'context_length_exceeded' });
+    expect(server.formats()).toEqual(['base64']);
+    const other = await floatOnly({
+      status: 400,
+      body: { error: { message: 'input is too large to process. increase the physical batch size', code: 400 } },
+    });
+    await expect(embed(other.backend, { input: ['a'] })).rejects.toMatchObject({ code: 'context_length_exceeded' });
+    expect(other.formats()).toEqual(['base64']);
+  });
+
+  void it('keeps asking base64 when a 400 that names it fails in float too, and reports the float error', async () => {
+    // A validation error that echoes the whole request names base64 whatever was wrong.
+    const refusal = (body: any) => ({
+      status: 400,
+      body: {
+        error: {
+          message: `1 validation error: input_value=${JSON.stringify(body)}, Input should be a valid list`,
+          type: 'Bad Request',
+          code: 400,
+        },
+      },
+    });
+    const server = await localServer((_path, body) => refusal(body));
+    await expect(embed(server.backend, { input: ['a'] })).rejects.toMatchObject({
+      code: 'upstream_bad_request',
+      message: expect.stringContaining('"encoding_format":"float"'),
+    });
+    await expect(embed(server.backend, { input: ['b'] })).rejects.toMatchObject({ code: 'upstream_bad_request' });
+    expect(server.embeds().map((r) => r.body.encoding_format)).toEqual(['base64', 'float', 'base64', 'float']);
+  });
+
+  void it('does not retry other refusals (a 400 that does not name the format, a 500 that does)', async () => {
+    const cases = [
+      {
+        status: 400,
+        body: { error: { message: 'Model "BAAI/bge-m3" does not support matryoshka representation', code: 400 } },
+      },
+      { status: 500, body: { error: { message: 'failed to encode the embeddings as base64', code: 500 } } },
+      { status: 413, body: { error: { message: 'encoding_format: body too large', code: 413 } } },
+    ];
+    for (const reply of cases) {
+      const server = await floatOnly(reply);
+      await expect(embed(server.backend, { input: ['a'] })).rejects.toBeDefined();
+      expect(server.formats()).toEqual(['base64']);
     }
   });
 });

@@ -5,10 +5,22 @@ import type { BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } fr
 import type { OpenAIServer } from './openai-chat-request';
 import { openaiChatRequest } from './openai-chat-request';
 import { OpenAIChatStream } from './openai-chat-stream';
-import { openaiEmbedRequest, openaiEmbedResult } from './openai-embed-request';
+import type { OpenAIEmbedFormat } from './openai-embed-request';
+import { openaiEmbedRequest, openaiEmbedResult, refusesBase64 } from './openai-embed-request';
 import { BackendError, cancelledError, isCancellation } from './backend';
-import { describeUrl, endpoint, failure, finished, getJson, postJson, readLines, send } from './upstream/http-client';
-import { badResponse } from './upstream/runtime-errors';
+import {
+  MAX_JSON_BODY,
+  describeUrl,
+  endpoint,
+  failure,
+  finished,
+  getJson,
+  readLines,
+  readText,
+  send,
+} from './upstream/http-client';
+import type { UpstreamErrorBody } from './upstream/runtime-errors';
+import { badResponse, httpError, parseErrorBody } from './upstream/runtime-errors';
 import { SseDecoder } from './upstream/sse';
 import { stopTextFilter } from './upstream/stop-text';
 import { count, text } from './upstream/runtime-fields';
@@ -77,6 +89,9 @@ export function openaiFeatures(owners: string[]): Feature[] {
   return features;
 }
 
+/** An /embeddings answer: the JSON of a 200, or the status and error body of any other. */
+type EmbeddingsReply = { ok: true; answer: unknown } | { ok: false; status: number; error: UpstreamErrorBody };
+
 /** An entry of an OpenAI-compatible server's /models, as far as the agent reads it. */
 interface OpenAIModelEntry {
   id?: unknown;
@@ -100,10 +115,12 @@ export class OpenAIBackend extends UpstreamBackend {
   protected readonly monitor: UpstreamMonitor;
   /** What the last probe found answering; a resumed task's request depends on it. */
   private server: OpenAIServer = 'other';
+  /** How /embeddings is asked to write vectors: base64 until this runtime refuses it (see embedInputs). */
+  private embedFormat: OpenAIEmbedFormat = 'base64';
 
   constructor(
     private readonly options: UpstreamOptions,
-    logger: Logger,
+    private readonly logger: Logger,
   ) {
     super();
     this.base = new URL(options.upstream);
@@ -205,14 +222,61 @@ export class OpenAIBackend extends UpstreamBackend {
     return watched(this.monitor, () => this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal));
   }
 
-  /** POST {upstream}/embeddings, answered in one body: every input's vector, by index, and the prompt's tokens. */
+  /**
+   * POST {upstream}/embeddings, answered in one body: every input's vector, by index, and the prompt's
+   * tokens. Asked in base64 until the runtime refuses it ({@link refusesBase64}): the refused request is
+   * sent once more in float, and float is asked from then on once the runtime took it (a 400 that named
+   * base64 for another reason fails in float too, and leaves base64 asked).
+   */
   private async embedInputs(model: string, params: EmbedParams, signal: AbortSignal): Promise<EmbedResult> {
-    const answer = await postJson(endpoint(this.base, '/embeddings'), openaiEmbedRequest(model, params), {
+    const url = endpoint(this.base, '/embeddings');
+    const format = this.embedFormat;
+    let reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, format), signal);
+    if (!reply.ok && format === 'base64' && refusesBase64(reply.status, reply.error)) {
+      const refused = reply.status;
+      reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, 'float'), signal);
+      if (reply.ok && this.embedFormat === 'base64') {
+        this.embedFormat = 'float';
+        // Not the runtime's message: a validation error may echo the request, inputs included.
+        this.logger.info(
+          { upstream: describeUrl(url), status: refused },
+          'the runtime does not take encoding_format "base64"; embedding with "float" from now on',
+        );
+      }
+    }
+    if (!reply.ok) {
+      throw httpError(reply.status, reply.error);
+    }
+    return openaiEmbedResult(reply.answer, params);
+  }
+
+  /**
+   * Sends an /embeddings request and reads its answer: the JSON of a 200 (read whole, up to
+   * {@link MAX_JSON_BODY}), or the status and error body of any other. Not postJson, which turns the
+   * error into the task error at once: a refusal of base64 is told from other 400s by its status and body.
+   */
+  private async postEmbeddings(url: URL, body: Record<string, unknown>, signal: AbortSignal): Promise<EmbeddingsReply> {
+    const res = await send({
+      method: 'POST',
+      url,
       apiKey: this.options.apiKey,
+      body,
       signal,
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
     });
-    return openaiEmbedResult(answer, params);
+    if (res.statusCode !== 200) {
+      return { ok: false, status: res.statusCode ?? 0, error: parseErrorBody(await readText(res, url, signal)) };
+    }
+    // One character over the limit is enough to know the body is over it (readText stops there).
+    const text = await readText(res, url, signal, MAX_JSON_BODY + 1);
+    if (text.length > MAX_JSON_BODY) {
+      throw new BackendError('upstream_bad_response', `${describeUrl(url)} answered more than ${MAX_JSON_BODY} bytes`);
+    }
+    try {
+      return { ok: true, answer: JSON.parse(text) };
+    } catch {
+      throw new BackendError('upstream_bad_response', `${describeUrl(url)} did not answer with JSON`);
+    }
   }
 
   private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

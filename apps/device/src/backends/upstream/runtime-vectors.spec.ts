@@ -18,12 +18,34 @@ void describe('runtimeVectors', () => {
     expect(fromPython).toEqual(fromGo);
   });
 
-  void it('reads a base64 vector, for a server that answers OpenAI’s base64 unasked', () => {
-    const [vector] = runtimeVectors([encodeVector([0.5, -1.25])], { input: ['a'] });
-    expect(Array.from(vector)).toEqual([0.5, -1.25]);
-    expect(() => runtimeVectors(['AAA'], { input: ['a'] })).toThrow(
-      expect.objectContaining({ code: 'upstream_bad_response' }),
-    );
+  void it('reads a base64 vector (OpenAI’s format, asked by the OpenAI-compatible backend) bit for bit', () => {
+    const bits = [0x3dcccccd, 0x80000000, 0x00000001, 0x7f7fffff];
+    const bytes = Buffer.alloc(bits.length * 4);
+    bits.forEach((b, i) => bytes.writeUInt32LE(b, i * 4));
+    const [vector, other] = runtimeVectors([bytes.toString('base64'), encodeVector([0.5, -1.25, 0, 1])], two);
+    expect(Array.from(new Uint32Array(vector.buffer, vector.byteOffset, vector.length))).toEqual(bits);
+    expect(Array.from(other)).toEqual([0.5, -1.25, 0, 1]);
+  });
+
+  void it('refuses a base64 vector as it refuses bad floats: partial float32s, non-finite values, not base64', () => {
+    const bad = (embedding: string, message: RegExp) =>
+      expect(() => runtimeVectors([encodeVector([1, 2]), embedding], two)).toThrow(
+        expect.objectContaining({ code: 'upstream_bad_response', message: expect.stringMatching(message) }),
+      );
+    // Six bytes: one float32 and a half.
+    bad(Buffer.from([0, 0, 0x80, 0x3f, 0, 0]).toString('base64'), /vector 1 is 6 bytes, not whole float32 values/);
+    bad(Buffer.from([0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 1]).toString('base64'), /9 bytes/);
+    for (const nonFinite of [0x7fc00000, 0x7f800000, 0xff800000]) {
+      const bytes = Buffer.alloc(8);
+      bytes.writeFloatLE(1, 0);
+      bytes.writeUInt32LE(nonFinite, 4);
+      bad(bytes.toString('base64'), /vector 1 has a value that is not finite \(at 1\)/);
+    }
+    // Buffer would skip the characters outside the alphabet and shift what follows.
+    bad('AACAP!AAAEA=', /vector 1 is not base64/);
+    bad('AACAPw', /vector 1 is not base64/);
+    bad('AACAPwAAAEA=\n', /vector 1 is not base64/);
+    bad('', /vectors of 2 dimensions|vector 1 has 0 dimensions/);
   });
 
   void it('refuses what the protocol cannot carry as upstream_bad_response', () => {
@@ -34,7 +56,7 @@ void describe('runtimeVectors', () => {
     bad([[1, 2]], /1 vectors for 2 inputs/);
     bad([[1, 2], [1, 2], [3]], /3 vectors for 2 inputs/);
     bad([[1, 2], 'x'], /vector 1 is not base64/);
-    bad([[1, 2], { values: [1, 2] }], /vector 1 is not an array/);
+    bad([[1, 2], { values: [1, 2] }], /vector 1 is neither base64 nor an array/);
     bad(
       [
         [1, '2'],

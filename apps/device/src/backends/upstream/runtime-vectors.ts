@@ -1,5 +1,5 @@
 import type { EmbedParams } from '@app/common/protocol/embeddings';
-import { EMBED_MAX_DIMENSIONS, decodeVector } from '@app/common/protocol/embeddings';
+import { EMBED_MAX_DIMENSIONS } from '@app/common/protocol/embeddings';
 import { BackendError } from '../backend';
 import { badAnswer } from './runtime-errors';
 
@@ -10,21 +10,47 @@ import { badAnswer } from './runtime-errors';
  * other than the requested `dimensions`) is an error rather than something passed off as an answer.
  */
 
+/** Standard base64 with its padding, as OpenAI, vLLM (Python's base64) and llama.cpp's server write it. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 /**
- * One vector: JSON numbers, each rounded to float32 (the runtimes compute in float32 and write each
- * value as a decimal that reads back to it, so the rounding gives their values bit for bit), or a
- * base64 string of float32s (OpenAI's `base64` format, for a server that gives it unasked).
+ * A vector in OpenAI's `base64` format: its float32 values' bytes, little-endian. Checked before it is
+ * decoded because Buffer skips characters outside the alphabet instead of refusing them, which would
+ * shift every value after one; then the bytes must be whole float32s, each finite, as a JSON vector's
+ * values must be.
+ */
+function base64Vector(raw: string, index: number): Float32Array {
+  if (!BASE64.test(raw)) {
+    throw badAnswer(`vector ${index} is not base64`);
+  }
+  const bytes = Buffer.from(raw, 'base64');
+  if (bytes.byteLength % 4 !== 0) {
+    throw badAnswer(`vector ${index} is ${bytes.byteLength} bytes, not whole float32 values`);
+  }
+  const vector = new Float32Array(bytes.byteLength / 4);
+  for (let i = 0; i < vector.length; i++) {
+    // readFloatLE: the bytes are little-endian whatever this host is, and a pooled Buffer may start at
+    // an offset that a Float32Array view could not take.
+    vector[i] = bytes.readFloatLE(i * 4);
+    if (!Number.isFinite(vector[i])) {
+      throw badAnswer(`vector ${index} has a value that is not finite (at ${i})`);
+    }
+  }
+  return vector;
+}
+
+/**
+ * One vector: a base64 string of float32s (OpenAI's `base64` format, which the agent asks for), or JSON
+ * numbers (a server that has no `base64`, or ignores it), each rounded to float32: the runtimes compute
+ * in float32 and write each value as a decimal that reads back to it, so the rounding gives their
+ * values bit for bit.
  */
 function vectorOf(raw: unknown, index: number): Float32Array {
   if (typeof raw === 'string') {
-    const decoded = decodeVector(raw);
-    if (!decoded) {
-      throw badAnswer(`vector ${index} is not base64 of finite float32 values`);
-    }
-    return decoded;
+    return base64Vector(raw, index);
   }
   if (!Array.isArray(raw)) {
-    throw badAnswer(`vector ${index} is not an array of numbers`);
+    throw badAnswer(`vector ${index} is neither base64 nor an array of numbers`);
   }
   const vector = new Float32Array(raw.length);
   for (let i = 0; i < raw.length; i++) {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { monotonicUs } from './lib/context';
-import type { Ctx, ScenarioResult, Stack, Window } from './lib/context';
+import type { BenchOptions, Ctx, ScenarioResult, Stack, Window } from './lib/context';
 import { parseOptions } from './lib/options';
 import { machineInfo } from './lib/procfs';
 import { summarizeProfile } from './lib/profile';
@@ -12,6 +12,7 @@ import type { RunReport } from './lib/report';
 import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } from './lib/stack';
 import type { Proc, ProfileOptions } from './lib/stack';
 import { clusterScenario } from './scenarios/cluster';
+import { embeddingsScenario } from './scenarios/embeddings';
 import { faninScenario } from './scenarios/fanin';
 import { fairnessScenario } from './scenarios/fairness';
 import { hostileScenario } from './scenarios/hostile';
@@ -38,10 +39,18 @@ const SCENARIOS = {
   fairness: fairnessScenario,
   hostile: hostileScenario,
   resume: resumeScenario,
+  embeddings: embeddingsScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
   cluster: (ctx: Ctx) => clusterScenario(ctx),
 } as const;
 type ScenarioName = keyof typeof SCENARIOS;
+
+/** The api's settings a scenario's options ask for: the embeddings scenario's batch size, when given. */
+function apiSettings(name: ScenarioName, opts: BenchOptions): Record<string, string> {
+  return name === 'embeddings' && opts.embedBatchMax !== undefined
+    ? { EMBED_BATCH_MAX: String(opts.embedBatchMax) }
+    : {};
+}
 
 /** 2025-01-31T14-05-09Z: sortable, and valid in file names. */
 const fileStamp = (date: Date) =>
@@ -129,7 +138,7 @@ async function main(): Promise<void> {
       let stack: Stack | null = null;
       try {
         const [api, dispatcher] = await Promise.all([
-          startApi(target, profileFor('api')),
+          startApi(target, profileFor('api'), apiSettings(name, opts)),
           startDispatcher(target, profileFor('dispatcher')),
         ]);
         ctx.track(api.proc);

@@ -35,6 +35,15 @@ export interface BenchOptions {
   clusterRate: number;
   clusterStreams: number;
   clusterDevices: number;
+  /** Embeddings: inputs of the one request, timed requests per leg and encoding, devices of the parallel leg. */
+  embedInputs: number;
+  embedRuns: number;
+  embedDevices: number;
+  /** Embeddings: the api's EMBED_BATCH_MAX for the scenario; undefined: the api's default. */
+  embedBatchMax?: number;
+  /** Embeddings: the fake runtime's time per input, and its vectors' length. */
+  embedInputMs: number;
+  embedDimensions: number;
   relayTokens: number;
   ttftMs: number;
   tokenIntervalMs: number;

@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { BenchOptions } from './context';
+import { DEFAULT_EMBED_DIMENSIONS, DEFAULT_EMBED_INPUT_MS } from './upstream';
 
 /** A full run and a --quick one; an option given on the command line wins over both. */
 const DEFAULTS = {
@@ -20,6 +21,8 @@ const DEFAULTS = {
     clusterRate: 300,
     clusterStreams: 16,
     clusterDevices: 40,
+    embedInputs: 1000,
+    embedRuns: 7,
   },
   quick: {
     durationS: 2,
@@ -38,6 +41,8 @@ const DEFAULTS = {
     clusterRate: 100,
     clusterStreams: 4,
     clusterDevices: 10,
+    embedInputs: 200,
+    embedRuns: 2,
   },
 };
 
@@ -136,6 +141,39 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
         positiveInt,
       ),
     )
+    .addOption(
+      new Option('--embed-inputs <n>', 'embeddings: inputs of the one request [1000; quick 200]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option('--embed-runs <n>', 'embeddings: timed requests per leg and encoding [7; quick 2]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option('--embed-devices <n>', 'embeddings: devices of the parallel leg, each with its own runtime')
+        .argParser(positiveInt)
+        .default(4),
+    )
+    .addOption(
+      new Option('--embed-batch-max <n>', "embeddings: the api's EMBED_BATCH_MAX [the api's default]").argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--embed-input-ms <ms>',
+        "embeddings: the fake runtime's time per input (one GPU, one batch at a time)",
+      )
+        .argParser(positive)
+        .default(DEFAULT_EMBED_INPUT_MS),
+    )
+    .addOption(
+      new Option('--embed-dimensions <n>', "embeddings: the fake runtime's vector length")
+        .argParser(positiveInt)
+        .default(DEFAULT_EMBED_DIMENSIONS),
+    )
     .addOption(new Option('--relay-tokens <n>', 'relay: tokens per reply').argParser(positiveInt).default(32))
     .addOption(new Option('--ttft-ms <n>', 'relay: upstream time to first token').argParser(positive).default(50))
     .addOption(
@@ -175,6 +213,12 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     clusterRate?: number;
     clusterStreams?: number;
     clusterDevices?: number;
+    embedInputs?: number;
+    embedRuns?: number;
+    embedDevices: number;
+    embedBatchMax?: number;
+    embedInputMs: number;
+    embedDimensions: number;
     relayTokens: number;
     ttftMs: number;
     tokenIntervalMs: number;
@@ -205,6 +249,12 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     clusterRate: raw.clusterRate ?? d.clusterRate,
     clusterStreams: raw.clusterStreams ?? d.clusterStreams,
     clusterDevices: raw.clusterDevices ?? d.clusterDevices,
+    embedInputs: raw.embedInputs ?? d.embedInputs,
+    embedRuns: raw.embedRuns ?? d.embedRuns,
+    embedDevices: raw.embedDevices,
+    embedBatchMax: raw.embedBatchMax,
+    embedInputMs: raw.embedInputMs,
+    embedDimensions: raw.embedDimensions,
     relayTokens: raw.relayTokens,
     ttftMs: raw.ttftMs,
     tokenIntervalMs: raw.tokenIntervalMs,

@@ -16,6 +16,8 @@ export const CLUSTER_START = '<!-- bench:cluster:start -->';
 export const CLUSTER_END = '<!-- bench:cluster:end -->';
 export const RESUME_START = '<!-- bench:resume:start -->';
 export const RESUME_END = '<!-- bench:resume:end -->';
+export const EMBEDDINGS_START = '<!-- bench:embeddings:start -->';
+export const EMBEDDINGS_END = '<!-- bench:embeddings:end -->';
 
 export interface RunReport {
   date: string;
@@ -73,6 +75,9 @@ function originLine(summary: ProfileSummary): string {
     .join(', ');
 }
 
+/** Scenarios that count requests or runs, not seconds: `--duration` and `--warmup` do not apply to them. */
+const STEPLESS = new Set(['usage', 'resume', 'embeddings']);
+
 /** The whole report as Markdown (headings from level `level`). */
 export function renderReport(report: RunReport, level = 2): string {
   const h = (n: number) => '#'.repeat(level + n);
@@ -85,8 +90,11 @@ export function renderReport(report: RunReport, level = 2): string {
         `${report.loadAverageEnd.map((l) => l.toFixed(2)).join(' / ')}` +
         (report.options.quick ? ' (`--quick`: tiny sizes, a smoke test, not a measurement)' : ''),
       `- **Scenarios:** ${report.options.scenarios.join(', ')}` +
-        (report.options.scenarios.some((s) => s !== 'usage')
+        (report.options.scenarios.some((s) => !STEPLESS.has(s))
           ? `; ${report.options.durationS} s per step after ${report.options.warmupS} s of warm-up`
+          : '') +
+        (report.options.scenarios.includes('embeddings')
+          ? `; ${report.options.embedRuns} timed embeddings requests per leg and encoding after a warm-up one`
           : '') +
         (report.options.cpuProf ? '; api and dispatcher ran under `--cpu-prof`, which slows them' : ''),
       `- Postgres and Redis are the machine's shared servers, so other users of the machine add to their CPU time and to "other".`,
@@ -140,9 +148,12 @@ See the sections above the results for how to run the benchmark and what each sc
 
 `;
 
+/** Scenarios whose results have a section of their own in docs/benchmarks.md. */
+const OWN_SECTION = new Set(['usage', 'cluster', 'resume', 'embeddings']);
+
 /**
- * The results sections of docs/benchmarks.md: the usage queries, the cluster and resume have a section of
- * their own, so that a run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces
+ * The results sections of docs/benchmarks.md: the usage queries, the cluster, resume and embeddings have a
+ * section of their own, so that a run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces
  * the other's numbers.
  */
 const SECTIONS = [
@@ -150,11 +161,12 @@ const SECTIONS = [
     start: RESULTS_START,
     end: RESULTS_END,
     level: 2,
-    has: (name: string) => name !== 'usage' && name !== 'cluster' && name !== 'resume',
+    has: (name: string) => !OWN_SECTION.has(name),
   },
   { start: USAGE_START, end: USAGE_END, level: 3, has: (name: string) => name === 'usage' },
   { start: CLUSTER_START, end: CLUSTER_END, level: 3, has: (name: string) => name === 'cluster' },
   { start: RESUME_START, end: RESUME_END, level: 3, has: (name: string) => name === 'resume' },
+  { start: EMBEDDINGS_START, end: EMBEDDINGS_END, level: 3, has: (name: string) => name === 'embeddings' },
 ];
 
 /** Rewrites the results sections of docs/benchmarks.md that this run measured, leaving the rest as it is. */

@@ -188,9 +188,14 @@ export interface Service {
   proc: Proc;
 }
 
-export async function startApi(target: BenchTarget, profile?: ProfileOptions): Promise<Service> {
+/** Starts an api; `extra` are settings of the scenario's own (e.g. EMBED_BATCH_MAX). */
+export async function startApi(
+  target: BenchTarget,
+  profile?: ProfileOptions,
+  extra: Record<string, string> = {},
+): Promise<Service> {
   const port = await freePort();
-  const env = baseEnv(target, { API_PORT: String(port), ADMIN_TOKEN });
+  const env = baseEnv(target, { ...extra, API_PORT: String(port), ADMIN_TOKEN });
   const proc = startNode('api', 'apps/api/src/main.js', [], env, { profile, collectable: true });
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/healthz`, proc);
@@ -239,11 +244,12 @@ export class Fixtures {
     return { orgId: org.id, key: key.key };
   }
 
-  async enableModel(model: string): Promise<void> {
+  /** A network model in the catalog, enabled for the bench's organization; `embedding` for the embeddings routes. */
+  async enableModel(model: string, kind: 'chat' | 'embedding' = 'chat'): Promise<void> {
     if (!this.orgName) {
       throw new Error('create the tenant first');
     }
-    await this.db.model.upsert({ where: { id: model }, create: { id: model, network: true }, update: {} });
+    await this.db.model.upsert({ where: { id: model }, create: { id: model, network: true, kind }, update: {} });
     await this.admin.enableModel(model, this.orgName);
   }
 

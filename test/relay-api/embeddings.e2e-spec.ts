@@ -146,6 +146,37 @@ describe('embeddings through devices', () => {
     expect(await db().task.count({ where: { orgId: tenant.org.id } })).toBe(before);
   });
 
+  it('a device takes the next batch beside the one it runs: its runtime gets it before the first is done', async () => {
+    // One device alone serves this model, and its sim takes a second to answer each batch.
+    const slow = uniq('slow-embed');
+    await db().model.create({ data: { id: slow, network: true, kind: 'embedding' } });
+    const own = await createTenant([slow]);
+    const { token } = await createDevice();
+    devices.push(
+      await startDevice(dispatcher, token, {
+        models: [slow],
+        ttftMs: 1_000,
+        extraArgs: ['--sim-embedding-dimensions', String(DIMENSIONS)],
+      }),
+    );
+    const input = Array.from({ length: BATCH * 3 }, (_, i) => `pipelined ${i}`);
+    const res = await http('POST', `${api.url}/v1/embeddings`, {
+      headers: { authorization: `Bearer ${own.key}` },
+      body: { model: slow, input, encoding_format: 'base64' },
+    });
+    expectStatus(res, 200);
+    expect(res.body.data.map((d: { embedding: string }) => decodeVector(d.embedding))).toEqual(
+      input.map((t) => expected(t)),
+    );
+    await recordsWritten();
+    const batches = await db().task.findMany({ where: { orgId: own.org.id }, orderBy: { assignedAt: 'asc' } });
+    expect(batches).toHaveLength(3);
+    expect(new Set(batches.map((t) => t.deviceId)).size).toBe(1);
+    // The second batch was assigned right after the first, which still had most of its second to run.
+    // (The sim runs the two at once, so when the third comes depends on which of them ends first.)
+    expect(batches[1].assignedAt!.getTime()).toBeLessThan(batches[0].finishedAt!.getTime());
+  });
+
   it("an organization's concurrency limit counts a request of many batches once", async () => {
     const limited = await createTenant([model]);
     await db().organization.update({ where: { id: limited.org.id }, data: { concurrencyLimit: 1 } });

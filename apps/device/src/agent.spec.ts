@@ -8,7 +8,9 @@ import type { Feature } from '@app/common/protocol/chat';
 import { FEATURES } from '@app/common/protocol/chat';
 import type {
   AnnounceAck,
+  AnnouncePayload,
   AssignAck,
+  ChatAssignPayload,
   DeviceToServerEvents,
   EmbedAssignPayload,
   ServerToDeviceEvents,
@@ -16,7 +18,7 @@ import type {
 import { decodeVector, doneSchema, embeddingSchema, taskErrorSchema } from '@app/common/protocol/device-protocol';
 import type { EmbedParams } from '@app/common/protocol/embeddings';
 import { DeviceAgent } from './agent';
-import type { Backend, EmbedResult, EmbedTask } from './backends/backend';
+import type { Backend, BackendResult, BackendTask, DeltaSink, EmbedResult, EmbedTask } from './backends/backend';
 import { cancelledError } from './backends/backend';
 import { simEmbedding } from './backends/sim-embedding';
 import { SimBackend } from './backends/sim.backend';
@@ -49,8 +51,13 @@ afterEach(async () => {
   }
 });
 
-/** A backend whose embed the test scripts; it serves `m` and declares what it is given. */
-function scripted(features: Feature[], embed: (task: EmbedTask, signal: AbortSignal) => Promise<EmbedResult>): Backend {
+/** A backend whose embed (and chat, if given) the test scripts; it serves `m` and declares what it is given. */
+function scripted(
+  features: Feature[],
+  embed: (task: EmbedTask, signal: AbortSignal) => Promise<EmbedResult>,
+  run: (task: BackendTask, sink: DeltaSink, signal: AbortSignal) => Promise<BackendResult> = () =>
+    Promise.reject(new Error('no chat here')),
+): Backend {
   return {
     name: 'scripted',
     features,
@@ -59,7 +66,7 @@ function scripted(features: Feature[], embed: (task: EmbedTask, signal: AbortSig
     available: () => true,
     start: async () => undefined,
     stop: () => undefined,
-    run: () => Promise.reject(new Error('no chat here')),
+    run,
     embed,
   };
 }
@@ -69,10 +76,13 @@ async function harness(backend: Backend) {
   const io = new Server<DeviceToServerEvents, ServerToDeviceEvents>(http, { transports: ['websocket'] });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   const received: Received[] = [];
+  const announces: AnnouncePayload[] = [];
+  const exits: number[] = [];
   const sockets: ServerSocket<DeviceToServerEvents, ServerToDeviceEvents>[] = [];
   io.of('/devices').on('connection', (socket: ServerSocket<DeviceToServerEvents, ServerToDeviceEvents>) => {
     sockets.push(socket);
     socket.on('announce', (payload, ack) => {
+      announces.push(payload);
       const answer: AnnounceAck = {
         ok: true,
         device_id: 'dev-1',
@@ -92,7 +102,7 @@ async function harness(backend: Backend) {
     backend,
     logger: createLogger('agent-embed-test', 'silent'),
     logContent: false,
-    onExit: () => undefined,
+    onExit: (code) => exits.push(code),
   });
   cleanups.push(async () => {
     agent.shutdown('SIGTERM');
@@ -104,10 +114,26 @@ async function harness(backend: Backend) {
   return {
     agent,
     received,
+    announces,
+    exits,
+    sockets,
     socket: () => sockets[0],
     assign(embed: EmbedParams, model = 'm'): Promise<{ address: string; ack: AssignAck }> {
       const address = `network:${randomUUID()}`;
       const payload: EmbedAssignPayload = { task_address: address, model, attempt: 1, kind: 'embed', embed };
+      return sockets[0]
+        .timeout(5_000)
+        .emitWithAck('task:assign', payload)
+        .then((ack) => ({ address, ack }));
+    },
+    assignChat(): Promise<{ address: string; ack: AssignAck }> {
+      const address = `network:${randomUUID()}`;
+      const payload: ChatAssignPayload = {
+        task_address: address,
+        model: 'm',
+        attempt: 1,
+        params: { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 },
+      };
       return sockets[0]
         .timeout(5_000)
         .emitWithAck('task:assign', payload)
@@ -244,5 +270,195 @@ void describe('DeviceAgent: embedding tasks', () => {
         }),
       },
     ]);
+  });
+});
+
+/** An embedding call of the scripted backend that the test answers when it likes. */
+interface PendingEmbed {
+  inputs: readonly unknown[];
+  signal: AbortSignal;
+  answer: () => void;
+}
+
+/** A backend that holds every embedding call until the test answers it: one vector of 2 values per input. */
+function held(features: Feature[] = ['embeddings']) {
+  const calls: PendingEmbed[] = [];
+  const backend = scripted(
+    features,
+    (task, signal) =>
+      new Promise<EmbedResult>((resolve, reject) => {
+        signal.addEventListener('abort', () => reject(cancelledError()));
+        const vectors = task.params.input.map((_, i) => Float32Array.of(i, 1));
+        calls.push({ inputs: task.params.input, signal, answer: () => resolve({ vectors, promptTokens: 1 }) });
+      }),
+    async (_task, sink) => {
+      sink.delta([{ index: 0, content: 'hello' }]);
+      return { finish_reasons: ['stop'], usage: null };
+    },
+  );
+  return { backend, calls };
+}
+
+void describe('DeviceAgent: two embedding tasks at once (embed_prefetch)', () => {
+  void it('announces embed_prefetch with embeddings, and not without', async () => {
+    const h = await harness(held().backend);
+    await until(() => h.announces.length > 0, 'the announce');
+    expect(h.announces[0].features).toEqual(['embeddings', 'embed_prefetch']);
+    const chat = await harness(held(['tools']).backend);
+    await until(() => chat.announces.length > 0, 'the announce');
+    expect(chat.announces[0].features).toEqual(['tools']);
+  });
+
+  void it('calls the runtime for the second task before the first one’s vectors are sent, and ends each on its own', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a', 'b'] });
+    const second = await h.assign({ input: ['c'] });
+    expect([first.ack, second.ack]).toEqual([{ accepted: true }, { accepted: true }]);
+    // Both runtime calls are under way, and nothing of either task was sent yet.
+    expect(calls.map((c) => c.inputs)).toEqual([['a', 'b'], ['c']]);
+    expect(h.received).toEqual([]);
+
+    calls[0].answer();
+    await until(() => h.ended(first.address), 'the end of the first task');
+    expect(h.eventsOf(second.address)).toEqual([]);
+    expect(calls[1].signal.aborted).toBe(false);
+    calls[1].answer();
+    await until(() => h.ended(second.address), 'the end of the second task');
+
+    for (const { address, inputs } of [
+      { address: first.address, inputs: 2 },
+      { address: second.address, inputs: 1 },
+    ]) {
+      const events = h.eventsOf(address);
+      expect(events.map((e) => [e.event, e.payload.seq])).toEqual([
+        ['task:embedding', 0],
+        ['task:done', 1],
+      ]);
+      expect((events[0].payload.data as unknown[]).length).toBe(inputs);
+    }
+    // Free again: a chat task is taken.
+    expect((await h.assignChat()).ack).toEqual({ accepted: true });
+  });
+
+  void it('ends the tasks in whatever order their runtime calls answer', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    const second = await h.assign({ input: ['b'] });
+    calls[1].answer();
+    await until(() => h.ended(second.address), 'the end of the second task');
+    // One task held: room for one more embedding task beside it, as the second was.
+    const third = await h.assign({ input: ['c'] });
+    expect(third.ack).toEqual({ accepted: true });
+    calls[0].answer();
+    calls[2].answer();
+    await until(() => h.ended(first.address) && h.ended(third.address), 'the end of the others');
+    for (const address of [first.address, second.address, third.address]) {
+      expect(h.eventsOf(address).map((e) => e.payload.seq)).toEqual([0, 1]);
+    }
+  });
+
+  void it('stops only the task a cancel names', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    const second = await h.assign({ input: ['b'] });
+    h.socket().emit('task:cancel', { task_address: first.address });
+    await until(() => calls[0].signal.aborted, 'the first task’s abort');
+    expect(calls[1].signal.aborted).toBe(false);
+    calls[1].answer();
+    await until(() => h.ended(second.address), 'the end of the second task');
+    expect(h.eventsOf(first.address)).toEqual([]);
+    expect(h.eventsOf(second.address).map((e) => e.event)).toEqual(['task:embedding', 'task:done']);
+  });
+
+  void it('refuses a third task, and a chat task beside an embedding task or an embedding task beside a chat task', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    expect((await h.assignChat()).ack).toEqual({ accepted: false, reason: 'busy' });
+    await h.assign({ input: ['b'] });
+    expect((await h.assign({ input: ['c'] })).ack).toEqual({ accepted: false, reason: 'busy' });
+    expect((await h.assignChat()).ack).toEqual({ accepted: false, reason: 'busy' });
+    expect(calls).toHaveLength(2);
+    calls[0].answer();
+    calls[1].answer();
+    await until(() => h.received.filter((r) => r.event === 'task:done').length === 2, 'both ends');
+    expect(h.ended(first.address)).toBe(true);
+
+    // A chat task, alone as before: nothing beside it.
+    let finish: (result: BackendResult) => void = () => undefined;
+    const chat = await harness(
+      scripted(
+        ['embeddings'],
+        () => Promise.reject(new Error('not called')),
+        () => new Promise<BackendResult>((resolve) => (finish = resolve)),
+      ),
+    );
+    const talk = await chat.assignChat();
+    expect(talk.ack).toEqual({ accepted: true });
+    expect((await chat.assign({ input: ['a'] })).ack).toEqual({ accepted: false, reason: 'busy' });
+    expect((await chat.assignChat()).ack).toEqual({ accepted: false, reason: 'busy' });
+    finish({ finish_reasons: ['stop'], usage: null });
+    await until(() => chat.ended(talk.address), 'the end of the chat task');
+  });
+
+  void it('runs a chat task while idle as before', async () => {
+    const h = await harness(held().backend);
+    const { address, ack } = await h.assignChat();
+    expect(ack).toEqual({ accepted: true });
+    await until(() => h.ended(address), 'the end of the chat task');
+    expect(h.eventsOf(address).map((e) => [e.event, e.payload.seq])).toEqual([
+      ['task:delta', 0],
+      ['task:done', 1],
+    ]);
+  });
+
+  void it('ends both on a disconnect, and sends nothing more for either', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    const second = await h.assign({ input: ['b'] });
+    h.socket().disconnect(true);
+    await until(() => calls.every((c) => c.signal.aborted), 'both aborts');
+    await until(() => h.sockets.length === 2 && h.announces.length === 2, 'the reconnect');
+    expect(h.announces[1].running_task).toBeNull();
+    expect(h.eventsOf(first.address)).toEqual([]);
+    expect(h.eventsOf(second.address)).toEqual([]);
+  });
+
+  void it('on a first signal finishes both, naming the older as running_task, then exits', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    const second = await h.assign({ input: ['b'] });
+    h.agent.shutdown('SIGTERM');
+    await until(() => h.announces.length === 2, 'the draining announce');
+    expect(h.announces[1]).toMatchObject({ available: false, running_task: first.address });
+    expect((await h.assign({ input: ['c'] })).ack).toEqual({ accepted: false, reason: 'shutting_down' });
+    calls[0].answer();
+    await until(() => h.ended(first.address), 'the end of the first task');
+    expect(h.exits).toEqual([]);
+    calls[1].answer();
+    await until(() => h.exits.length > 0, 'the exit');
+    expect(h.exits).toEqual([0]);
+    expect(h.eventsOf(second.address).map((e) => e.event)).toEqual(['task:embedding', 'task:done']);
+  });
+
+  void it('on a second signal ends both with device_shutdown', async () => {
+    const { backend, calls } = held();
+    const h = await harness(backend);
+    const first = await h.assign({ input: ['a'] });
+    const second = await h.assign({ input: ['b'] });
+    h.agent.shutdown('SIGTERM');
+    h.agent.shutdown('SIGTERM');
+    await until(() => h.ended(first.address) && h.ended(second.address), 'both ends');
+    for (const address of [first.address, second.address]) {
+      expect(h.eventsOf(address)).toEqual([
+        { event: 'task:error', payload: expect.objectContaining({ seq: 0, code: 'device_shutdown' }) },
+      ]);
+    }
+    expect(calls.every((c) => c.signal.aborted)).toBe(true);
   });
 });

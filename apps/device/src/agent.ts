@@ -10,7 +10,7 @@ import type {
 import { HANDSHAKE_ERRORS } from '@app/common/protocol/device-protocol';
 import type { AgentConfig } from './agent-config';
 import { isCancellation } from './backends/backend';
-import { announcePayload } from './link/announced-identities';
+import { announcedFeatures, announcePayload } from './link/announced-identities';
 import { DispatcherLink } from './link/dispatcher-link';
 import type { TaskEvent } from './link/dispatcher-link';
 import { refusalOf } from './task/assignment-check';
@@ -31,18 +31,23 @@ const ANNOUNCE_ACK_TIMEOUT_MS = 10_000;
 /** Upper bound on waiting for the dispatcher to take the last events before the process exits anyway. */
 const FLUSH_TIMEOUT_MS = 3_000;
 
-/** `running` takes tasks; `draining` finishes its task and takes no more; `stopped` is on its way out. */
+/** `running` takes tasks; `draining` finishes the tasks it holds and takes no more; `stopped` is on its way out. */
 type Phase = 'running' | 'draining' | 'stopped';
 
 /**
- * The device agent: one socket.io connection to a dispatcher, one task at a time. Task events are only
- * ever sent on the connection the task was assigned on; a disconnect ends the task, and the dispatcher
- * decides what becomes of it.
+ * The device agent: one socket.io connection to a dispatcher, one task at a time, or two embedding
+ * tasks (`embed_prefetch`: the runtime gets the next batch while the agent still sends the vectors of
+ * the one before). Task events are only ever sent on the connection the task was assigned on; a
+ * disconnect ends the tasks, and the dispatcher decides what becomes of them.
  */
 export class DeviceAgent {
   private readonly link: DispatcherLink;
   private readonly log: Logger;
-  private current: RunningTask | null = null;
+  /**
+   * The tasks the agent holds, oldest first: none, one, or two embedding tasks. A task that ended is
+   * no longer here, and nothing more is sent for it: every step of a task checks {@link holds} first.
+   */
+  private readonly held: RunningTask[] = [];
   private phase: Phase = 'running';
   /** How many identities the last announce left out (its warning is logged when this changes). */
   private droppedIdentities = 0;
@@ -82,7 +87,7 @@ export class DeviceAgent {
             servers: this.config.servers,
             backend: backend.name,
             models: backend.models(),
-            features: backend.features,
+            features: announcedFeatures(backend.features),
             available: backend.available(),
             agent_version: AGENT_VERSION,
           },
@@ -99,15 +104,15 @@ export class DeviceAgent {
     }
     const backend = this.config.backend;
     this.log.info(
-      { models: backend.models(), features: backend.features, available: backend.available() },
+      { models: backend.models(), features: announcedFeatures(backend.features), available: backend.available() },
       'backend changed',
     );
     this.announce();
   }
 
   /**
-   * SIGINT/SIGTERM. The first: announce unavailable, finish the current task, then exit 0. The second:
-   * end the current task with `device_shutdown` and exit 0 at once.
+   * SIGINT/SIGTERM. The first: announce unavailable, finish the tasks held, then exit 0. The second:
+   * end them with `device_shutdown` and exit 0 at once.
    */
   shutdown(signal: string): void {
     if (this.phase === 'stopped') {
@@ -117,21 +122,21 @@ export class DeviceAgent {
     }
     if (this.phase === 'running') {
       this.phase = 'draining';
-      if (!this.current) {
+      if (this.held.length === 0) {
         this.log.info({ signal }, 'shutting down');
         this.stop(0);
         return;
       }
       this.log.info(
-        { signal, task_address: this.current.address },
-        'shutting down after the current task; signal again to cancel it',
+        { signal, task_addresses: this.held.map((t) => t.address) },
+        'shutting down after the tasks held; signal again to cancel them',
       );
       this.announce();
       return;
     }
-    const task = this.current;
-    this.log.info({ signal, task_address: task?.address ?? null }, 'shutting down now');
-    if (task) {
+    const tasks = [...this.held];
+    this.log.info({ signal, task_addresses: tasks.map((t) => t.address) }, 'shutting down now');
+    for (const task of tasks) {
       this.send(task, 'task:error', {
         task_address: task.address,
         seq: task.seq,
@@ -148,7 +153,8 @@ export class DeviceAgent {
     const { payload, dropped } = announcePayload(this.config.backend, {
       // Draining, or a runtime that does not answer: the dispatcher assigns nothing (it withdraws the presence).
       available: this.phase === 'running' && this.config.backend.available(),
-      runningTask: this.current?.address ?? null,
+      // One address only (the field predates embed_prefetch): with two embedding tasks held, the older.
+      runningTask: this.held[0]?.address ?? null,
     });
     // What the runtime says of its models beyond the announce's budget is left out: logged once per count.
     if (dropped !== this.droppedIdentities) {
@@ -179,9 +185,8 @@ export class DeviceAgent {
     if (this.phase === 'stopped') {
       return;
     }
-    const task = this.current;
-    if (task) {
-      // The dispatcher drops the task with this connection (re-queues or fails it); its upstream request stops.
+    // The dispatcher drops the tasks with this connection (re-queues or fails them); their upstream requests stop.
+    for (const task of [...this.held]) {
       this.endTask(task, 'disconnected');
     }
     if (this.phase !== 'running') {
@@ -193,7 +198,7 @@ export class DeviceAgent {
   private onAssign(payload: AssignPayload, ack: (answer: AssignAck) => void): void {
     const refusal = refusalOf(payload, {
       running: this.phase === 'running',
-      currentTask: this.current?.address ?? null,
+      held: this.held,
       backend: this.config.backend,
     });
     if (refusal) {
@@ -205,7 +210,9 @@ export class DeviceAgent {
       return;
     }
     const task = new RunningTask(payload, this.link.connection, this.config.logContent);
-    this.current = task;
+    // A second embedding task's runtime call starts now, beside the first one's: the runtime queues or
+    // batches it, and has it the moment it is done with the first, while the agent sends those vectors.
+    this.held.push(task);
     if (payload.kind === 'embed') {
       void this.runEmbed(task, payload.embed);
     } else {
@@ -217,13 +224,14 @@ export class DeviceAgent {
   }
 
   private onCancel(payload: CancelPayload): void {
-    const task = this.current;
-    if (!task || payload.task_address !== task.address) {
+    const task = this.held.find((t) => t.address === payload.task_address);
+    if (!task) {
       // Usually a cancel that crossed the task's last event on the wire.
       this.log.debug({ task_address: payload.task_address }, 'cancel for a task not running; ignored');
       return;
     }
-    // Free at once: the backend's late rejection is ignored, and nothing more is sent for this task.
+    // Free at once: the backend's late rejection is ignored, and nothing more is sent for this task; the
+    // other task held, if any, goes on.
     this.endTask(task, 'cancelled');
   }
 
@@ -232,7 +240,7 @@ export class DeviceAgent {
     try {
       const result = await this.config.backend.run({ model: task.model, params }, sink, task.signal);
       task.settle();
-      if (this.current !== task) {
+      if (!this.holds(task)) {
         return;
       }
       if (result.finish_reasons.length === 0) {
@@ -247,7 +255,7 @@ export class DeviceAgent {
       this.endTask(task, 'completed', { finish_reasons: result.finish_reasons, usage: result.usage });
     } catch (error) {
       task.settle();
-      if (this.current !== task) {
+      if (!this.holds(task)) {
         // Cancelled, disconnected or shut down: already logged, and nothing more may be sent.
         return;
       }
@@ -264,7 +272,7 @@ export class DeviceAgent {
     try {
       const result = await this.config.backend.embed({ model: task.model, params }, task.signal);
       task.settle();
-      if (this.current !== task) {
+      if (!this.holds(task)) {
         return;
       }
       const problem = vectorsProblem(result.vectors, params.input.length);
@@ -278,7 +286,7 @@ export class DeviceAgent {
           await new Promise<void>((resolve) => setImmediate(resolve));
         }
         first = false;
-        if (this.current !== task) {
+        if (!this.holds(task)) {
           return;
         }
         if (this.send(task, 'task:embedding', { task_address: task.address, seq: task.seq, data })) {
@@ -290,14 +298,14 @@ export class DeviceAgent {
       this.endTask(task, 'completed', { usage });
     } catch (error) {
       task.settle();
-      if (this.current !== task) {
+      if (!this.holds(task)) {
         return;
       }
       this.fail(task, error);
     }
   }
 
-  /** Ends the current task with the error its backend (or the agent's check of its output) threw. */
+  /** Ends a task with the error its backend (or the agent's check of its output) threw. */
   private fail(task: RunningTask, error: unknown): void {
     const code = errorCode(error);
     this.send(task, 'task:error', { task_address: task.address, seq: task.seq, code, message: errorMessage(error) });
@@ -305,35 +313,41 @@ export class DeviceAgent {
   }
 
   private onDelta(task: RunningTask, choices: ChoiceDelta[]): void {
-    if (this.current !== task || task.signal.aborted || choices.length === 0) {
+    if (!this.holds(task) || task.signal.aborted || choices.length === 0) {
       return;
     }
     task.recordDelta(choices);
     this.send(task, 'task:delta', { task_address: task.address, seq: task.seq, choices });
   }
 
-  /** A task's event goes out only while it is the current task, on the connection it came on; each takes a sequence number. */
+  /** Whether the task is still the agent's: not ended (completed, failed, cancelled, disconnected, shut down). */
+  private holds(task: RunningTask): boolean {
+    return this.held.includes(task);
+  }
+
+  /** A task's event goes out only while the agent holds it, on the connection it came on; each takes a sequence number. */
   private send<E extends TaskEvent>(
     task: RunningTask,
     event: E,
     payload: Parameters<DeviceToServerEvents[E]>[0],
   ): boolean {
-    if (this.current === task && this.link.send(task.connection, event, payload)) {
+    if (this.holds(task) && this.link.send(task.connection, event, payload)) {
       task.sent();
       return true;
     }
     return false;
   }
 
-  /** Ends the current task: stops its backend, frees the agent, writes the task's one log line. */
+  /** Ends a task: stops its backend, lets it go, writes the task's one log line; a drain ends with the last. */
   private endTask(task: RunningTask, outcome: Outcome, extra: TaskEnding = {}): void {
-    if (this.current !== task) {
+    const index = this.held.indexOf(task);
+    if (index < 0) {
       return;
     }
-    this.current = null;
+    this.held.splice(index, 1);
     task.stopBackend();
     this.log.info(task.logLine(outcome, extra), 'task finished');
-    if (this.phase === 'draining') {
+    if (this.phase === 'draining' && this.held.length === 0) {
       this.stop(0);
     }
   }

@@ -93,7 +93,7 @@ export async function doctor(options: DeviceOptions, backend: Backend, print: (l
       say({ ok: false, text: `announce: refused: ${ack.error}` });
       return 1;
     }
-    const features = backend.features.length ? backend.features.join(', ') : 'none';
+    const features = payload.features.length ? payload.features.join(', ') : 'none';
     for (const model of models) {
       const upstream = mappings.find((m) => m.public === model)?.upstream ?? model;
       const named = upstream === model ? model : `${model} (runtime: ${upstream})`;

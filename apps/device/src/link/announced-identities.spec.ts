@@ -1,5 +1,5 @@
 import type { ModelIdentity } from '@app/common/protocol/messages';
-import { IDENTITIES_BUDGET_BYTES, announcedIdentities } from './announced-identities';
+import { IDENTITIES_BUDGET_BYTES, announcedFeatures, announcedIdentities } from './announced-identities';
 
 const identity = (model: string, digest: string | null, root: string | null = null): ModelIdentity => ({
   model,
@@ -27,5 +27,14 @@ describe('announcedIdentities', () => {
     expect(identities.slice(0, 20)).toEqual(digested);
     expect(dropped).toBe(420 - identities.length);
     expect(dropped).toBeGreaterThan(0);
+  });
+});
+
+describe('announcedFeatures', () => {
+  it('adds embed_prefetch to a backend that embeds, once, and to no other', () => {
+    expect(announcedFeatures(['tools', 'embeddings'])).toEqual(['tools', 'embeddings', 'embed_prefetch']);
+    expect(announcedFeatures(['embeddings', 'embed_prefetch'])).toEqual(['embeddings', 'embed_prefetch']);
+    expect(announcedFeatures(['tools', 'continue'])).toEqual(['tools', 'continue']);
+    expect(announcedFeatures([])).toEqual([]);
   });
 });

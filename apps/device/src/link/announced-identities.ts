@@ -1,3 +1,4 @@
+import type { Feature } from '@app/common/protocol/chat';
 import type { AnnouncePayload, ModelIdentity } from '@app/common/protocol/messages';
 import type { Backend } from '../backends/backend';
 import { AGENT_VERSION } from '../version';
@@ -35,9 +36,20 @@ export function announcedIdentities(
 }
 
 /**
- * What an announce says of the device now: its backend's models, features and identities (within the
- * budget; `dropped` counts those left out), whether it takes tasks and the task it still runs. The
- * agent's announces and doctor's dry run are the same payload.
+ * The features the agent announces: its backend's, and `embed_prefetch` with `embeddings`. Taking a
+ * second embedding task while one runs is the agent's doing (the runtime only sees two requests at
+ * once, which every runtime that embeds queues or batches), so no backend declares it.
+ */
+export function announcedFeatures(features: readonly Feature[]): Feature[] {
+  return features.includes('embeddings') && !features.includes('embed_prefetch')
+    ? [...features, 'embed_prefetch']
+    : [...features];
+}
+
+/**
+ * What an announce says of the device now: its backend's models, features (as {@link announcedFeatures}
+ * gives them) and identities (within the budget; `dropped` counts those left out), whether it takes
+ * tasks and the task it still runs. The agent's announces and doctor's dry run are the same payload.
  */
 export function announcePayload(
   backend: Pick<Backend, 'name' | 'models' | 'features' | 'identities'>,
@@ -49,7 +61,7 @@ export function announcePayload(
       agent_version: AGENT_VERSION,
       backend: backend.name,
       models: backend.models(),
-      features: backend.features,
+      features: announcedFeatures(backend.features),
       available: state.available,
       running_task: state.runningTask,
       identities,

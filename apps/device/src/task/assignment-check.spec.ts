@@ -19,7 +19,7 @@ const resumed = chatAssignSchema.parse({
 });
 
 void describe('refusalOf', () => {
-  const state = (features: Feature[]) => ({ running: true, currentTask: null, backend: backend(features) });
+  const state = (features: Feature[]) => ({ running: true, held: [], backend: backend(features) });
 
   void it('keeps a resumed task’s assistant_prefix, for the backend to continue', () => {
     expect(resumed.params.assistant_prefix).toBe('The Rhine');
@@ -54,5 +54,30 @@ void describe('refusalOf', () => {
     expect(
       refusalOf(embed({ input: [[1]], dimensions: 64 }), state(['embeddings', 'embed_tokens', 'embed_dimensions'])),
     ).toBeNull();
+  });
+
+  void it('takes a second embedding task beside one when it embeds, and nothing else beside a task', () => {
+    const embed = embedAssignSchema.parse({
+      task_address: resumed.task_address,
+      model: 'm',
+      attempt: 1,
+      kind: 'embed',
+      embed: { input: ['a'] },
+    });
+    const fresh = chatAssignSchema.parse({ ...resumed, params: { ...resumed.params, assistant_prefix: undefined } });
+    const holding = (features: Feature[], ...kinds: ('chat' | 'embed')[]) => ({
+      running: true,
+      held: kinds.map((kind, i) => ({ address: `network:held-${i}`, kind })),
+      backend: backend(features),
+    });
+    const busy = (n: number) => ({
+      reason: 'busy',
+      detail: { running_tasks: Array.from({ length: n }, (_, i) => `network:held-${i}`) },
+    });
+    expect(refusalOf(embed, holding(['embeddings'], 'embed'))).toBeNull();
+    expect(refusalOf(embed, holding(['embeddings'], 'embed', 'embed'))).toEqual(busy(2));
+    expect(refusalOf(embed, holding(['embeddings'], 'chat'))).toEqual(busy(1));
+    expect(refusalOf(fresh, holding(['embeddings'], 'embed'))).toEqual(busy(1));
+    expect(refusalOf(fresh, holding(['embeddings'], 'chat'))).toEqual(busy(1));
   });
 });

@@ -2,10 +2,35 @@ import { requiredFeatures } from '@app/common/protocol/chat';
 import { embedFeatures } from '@app/common/protocol/embeddings';
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
 import type { Backend } from '../backends/backend';
+import { announcedFeatures } from '../link/announced-identities';
+import type { TaskKind } from './running-task';
 
 export interface Refusal {
   reason: string;
   detail?: Record<string, unknown>;
+}
+
+/** A task the agent holds, as far as taking another one goes. */
+export interface HeldTask {
+  address: string;
+  kind: TaskKind;
+}
+
+/**
+ * Whether a device holding these tasks (oldest first) has room for this one: none held, or, with
+ * `embed_prefetch` announced, a second embedding task beside one. Never a third, never a chat task
+ * beside another, never an embedding task beside a chat task.
+ */
+function hasRoom(payload: AssignPayload, held: readonly HeldTask[], backend: Backend): boolean {
+  if (held.length === 0) {
+    return true;
+  }
+  return (
+    held.length === 1 &&
+    held[0].kind === 'embed' &&
+    payload.kind === 'embed' &&
+    announcedFeatures(backend.features).includes('embed_prefetch')
+  );
 }
 
 /**
@@ -15,14 +40,14 @@ export interface Refusal {
  */
 export function refusalOf(
   payload: AssignPayload,
-  state: { running: boolean; currentTask: string | null; backend: Backend },
+  state: { running: boolean; held: readonly HeldTask[]; backend: Backend },
 ): Refusal | null {
-  const { backend } = state;
+  const { backend, held } = state;
   if (!state.running) {
     return { reason: 'shutting_down' };
   }
-  if (state.currentTask) {
-    return { reason: 'busy', detail: { running_task: state.currentTask } };
+  if (!hasRoom(payload, held, backend)) {
+    return { reason: 'busy', detail: { running_tasks: held.map((t) => t.address) } };
   }
   if (!backend.available()) {
     // An assignment that crossed the announce saying so; another device can take it.

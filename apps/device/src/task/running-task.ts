@@ -17,8 +17,9 @@ export interface TaskEnding {
 export type TaskKind = 'chat' | 'embed';
 
 /**
- * The one task a device runs: what it was given, the signal its backend runs under, the sequence
- * number of its next event, and what its log line says (its content too, with --log-content).
+ * A task the device runs (one at a time, or two embedding tasks): what it was given, the signal its
+ * backend runs under, the sequence number of its next event, and what its log line says (its content
+ * too, with --log-content).
  */
 export class RunningTask {
   readonly address: string;

@@ -150,11 +150,29 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
   offer(session: DeviceSession): void {
     if (this.draining || !session.ready || this.book.busy(session) || this.fetching.has(session)) {
       this.idle.remove(session);
+      this.prefetch(session);
       return;
     }
     this.idle.add(session);
     if (session.queues.some((q) => this.backlog.has(q))) {
       void this.fetchFor(session, null, performance.now());
+    }
+  }
+
+  /**
+   * A device that holds one embedding task and takes a second beside it (`embed_prefetch`): the next
+   * batch waiting in that task's queue, so that its runtime has it as soon as it is done with the one
+   * before (the agent still sends that one's vectors meanwhile). Only that queue: a queue serves one
+   * model, so its jobs are embeddings too.
+   */
+  private prefetch(session: DeviceSession): void {
+    const beside = this.book.prefetchBeside(session);
+    if (!beside || beside.ended || this.draining || !session.ready || this.fetching.has(session)) {
+      return;
+    }
+    const queue = queueOfLine(beside.line);
+    if (this.backlog.has(queue) && !this.skips.skipping(session, queue)) {
+      void this.fetchFor(session, null, performance.now(), queue);
     }
   }
 
@@ -221,8 +239,11 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     }
   }
 
-  /** Takes a job for the device: from `line` (just announced), else from its backlogged queues in turn. */
-  private async fetchFor(session: DeviceSession, line: string | null, since: number): Promise<void> {
+  /**
+   * Takes a job for the device: from `line` (just announced), else from its backlogged queues in turn
+   * (`only` that one, for a second embedding task beside the one it holds).
+   */
+  private async fetchFor(session: DeviceSession, line: string | null, since: number, only?: string): Promise<void> {
     this.idle.remove(session);
     this.fetching.add(session);
     let assigned = false;
@@ -239,7 +260,7 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
         });
         assigned = job !== undefined && (await this.assign(session, job, token, since));
       }
-      for (const queue of session.queues) {
+      for (const queue of only ? [only] : session.queues) {
         if (assigned || !session.ready || this.draining) {
           break;
         }
@@ -258,7 +279,10 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     } finally {
       this.fetching.delete(session);
     }
-    if (!assigned) {
+    if (assigned) {
+      // An embedding task: the device may take the next batch beside it.
+      this.prefetch(session);
+    } else {
       this.offerIdle(session);
     }
   }
@@ -274,7 +298,9 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
   private async assign(session: DeviceSession, job: TaskJob, token: string, since: number): Promise<boolean> {
     const data = job.data;
     const queue = queueOfLine(job.queueName);
-    const fits = (d: DeviceSession) => d.supports(data.requires) && !avoided(d, data);
+    // A device that holds a task already takes only a second embedding one (see prefetch).
+    const fits = (d: DeviceSession) =>
+      d.supports(data.requires) && !avoided(d, data) && (!this.book.busy(d) || data.kind === 'embed');
     if (!fits(session)) {
       this.skips.skip(session, queue, SKIP_MS);
       const capable = this.idle.first(queue, (d) => fits(d) && !this.skips.skipping(d, queue));

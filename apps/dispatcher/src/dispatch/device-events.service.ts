@@ -102,8 +102,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
     if (loan) {
       this.endLoan(loan, 'device_disconnected');
     }
-    const assignment = this.book.of(session);
-    if (assignment) {
+    for (const assignment of [...this.book.heldBy(session)]) {
       void this.finalizer.end(assignment, { kind: 'dropped', reason: 'device_disconnected' });
     }
   }
@@ -135,8 +134,8 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
 
   /** The assignment an event of the device is about, if it is the device's own and in sequence. */
   private own(session: DeviceSession, address: string, seq: number): Assignment | null {
-    const assignment = this.book.of(session);
-    if (!assignment || assignment.ended || assignment.address !== address) {
+    const assignment = this.book.held(session, address);
+    if (!assignment || assignment.ended) {
       // Events of the task it held last crossed its ending on the wire (a cancel, a timeout): dropped.
       if (!this.book.heldLast(session, address)) {
         this.gateway.strike(session, 'foreign_task');
@@ -290,8 +289,8 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
       this.endLoan(loan, 'invalid_event');
       return;
     }
-    const assignment = this.book.of(session);
-    if (assignment && assignment.address === taskAddress) {
+    const assignment = this.book.held(session, taskAddress);
+    if (assignment) {
       this.logger.warn(
         { deviceId: session.id, task: taskAddress, reason },
         'task failed: invalid event from its device',

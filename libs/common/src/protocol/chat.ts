@@ -123,6 +123,11 @@ export const FEATURES = [
   'embed_tokens',
   /** Shortens vectors to a requested `dimensions`. */
   'embed_dimensions',
+  /**
+   * Takes a second embedding task while one runs (docs/protocol.md): its runtime gets the next batch
+   * while the agent still sends the vectors of the one before. Not a job's requirement: a capacity.
+   */
+  'embed_prefetch',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 

@@ -190,7 +190,7 @@ describe('Ollama-compatible API', () => {
     }
     expect((await http('GET', `${api.url}/api/tags`)).status).toBe(401);
     // An Ollama route Switchyard does not serve.
-    const unknown = await http('POST', `${api.url}/api/embed`);
+    const unknown = await http('POST', `${api.url}/api/generate`);
     expect(unknown.status).toBe(404);
     expect(typeof unknown.body.error).toBe('string');
     expect(await taskCount(tenant.org.id)).toBe(before);

@@ -50,9 +50,11 @@ describe('embeddings through devices', () => {
     client = new OpenAI({ apiKey: tenant.key, baseURL: `${api.url}/v1`, maxRetries: 0 });
     for (let i = 0; i < 3; i++) {
       const { token } = await createDevice();
+      // Each batch takes the sim 300 ms: a device holds at most two, so a request of many batches spreads.
       devices.push(
         await startDevice(dispatcher, token, {
           models: [model, chatModel],
+          ttftMs: 300,
           extraArgs: ['--sim-embedding-dimensions', String(DIMENSIONS)],
         }),
       );
@@ -98,6 +100,7 @@ describe('embeddings through devices', () => {
     expect(batches.every((t) => t.status === 'completed' && t.kind === 'embedding' && t.completionTokens === 0)).toBe(
       true,
     );
+    // Ten batches, three devices that hold two each at most: more than one device embedded them.
     expect(new Set(batches.map((t) => t.deviceId)).size).toBeGreaterThan(1);
   });
 

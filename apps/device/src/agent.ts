@@ -127,9 +127,12 @@ export class DeviceAgent {
         this.stop(0);
         return;
       }
+      // The same line as before two embedding tasks could be held (operators search for it), with every address.
       this.log.info(
-        { signal, task_addresses: this.held.map((t) => t.address) },
-        'shutting down after the tasks held; signal again to cancel them',
+        { signal, task_address: this.held[0].address, task_addresses: this.held.map((t) => t.address) },
+        this.held.length === 1
+          ? 'shutting down after the current task; signal again to cancel it'
+          : 'shutting down after the current tasks; signal again to cancel them',
       );
       this.announce();
       return;

@@ -17,8 +17,6 @@ describe('BatchParts', () => {
       vectors,
       promptTokens: 5,
       taskAddresses: [],
-      totalMs: 1,
-      queuedMs: 0,
     };
     for (const format of ['float', 'base64'] as const) {
       const parts = new BatchParts((batch, first) => embeddingItems(batch, first, format));

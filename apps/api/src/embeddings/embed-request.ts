@@ -25,7 +25,4 @@ export interface EmbedResult {
   promptTokens: number | null;
   /** The task of each batch, in input order. */
   taskAddresses: string[];
-  /** From the request's arrival to its last batch's vectors, and the time its batches waited for devices (ms). */
-  totalMs: number;
-  queuedMs: number;
 }

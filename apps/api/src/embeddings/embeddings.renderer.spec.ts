@@ -9,8 +9,6 @@ const result = (overrides: Partial<EmbedResult> = {}): EmbedResult => ({
   vectors: [encodeVector([0.1, -0.25, 3]), encodeVector([1e-7, 0, -1])],
   promptTokens: 9,
   taskAddresses: ['network:6f1c0a57-7d3c-4f39-9a55-0a2f3f1f6c11'],
-  totalMs: 120,
-  queuedMs: 4,
   ...overrides,
 });
 

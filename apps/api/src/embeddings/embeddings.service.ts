@@ -13,9 +13,7 @@ import {
 import type { AppConfig, EmbedInput, EmbedParams } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import type { Flight } from '../flight/flight';
-import { FlightsService } from '../flight/flights.service';
 import { IntakeService } from '../intake/intake.service';
-import { PresenceService } from '../intake/presence.service';
 import { LimitsService } from '../limits/limits.service';
 import type { RateHeaders, Slot } from '../limits/limits.service';
 import { ModelsService } from '../models/models.service';
@@ -94,9 +92,7 @@ export function sharedSlot(slot: Slot, parts: number): () => Slot {
 export class EmbeddingsService {
   constructor(
     private readonly models: ModelsService,
-    private readonly presence: PresenceService,
     private readonly limits: LimitsService,
-    private readonly flights: FlightsService,
     private readonly intake: IntakeService,
     private readonly instance: InstanceService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -128,10 +124,7 @@ export class EmbeddingsService {
     signal?: AbortSignal,
     onBatch?: (first: number, vectors: string[]) => void,
   ): Promise<{ result: EmbedResult; headers: RateHeaders } | null> {
-    const started = performance.now();
-    if (this.flights.isDraining) {
-      throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
-    }
+    this.intake.refuseWhileDraining();
     this.checkCaps(request.input);
     const model = await this.models.forEmbedding(caller.orgId, request.model);
     const options: Omit<EmbedParams, 'input'> = {
@@ -139,14 +132,7 @@ export class EmbeddingsService {
       ...(request.truncate !== undefined ? { truncate: request.truncate } : {}),
     };
     const needs = embedRequirements({ input: request.input, ...options });
-    const route = await this.presence.route({
-      orgId: caller.orgId,
-      model: model.id,
-      mode: request.mode,
-      requires: needs,
-      networkAllowed: caller.network,
-      modelOnNetwork: model.network,
-    });
+    const route = await this.intake.route(caller, model, request.mode, needs);
     const batches = batchesOf(request.input, this.config.EMBED_BATCH_MAX);
     const ids = batches.map(() => randomUUID());
     const taken = await this.limits.take(caller.orgId, caller.limits, model.id, ids[0]);
@@ -190,25 +176,21 @@ export class EmbeddingsService {
       withdraw();
     }
     signal?.addEventListener('abort', withdraw, { once: true });
-    let answers: (BatchAnswer | null)[];
+    let whole: BatchAnswer[];
+    let vectors: string[];
     try {
       const size = this.config.EMBED_BATCH_MAX;
-      answers = await Promise.all(flights.map((f, i) => this.collect(f, i * size, onBatch)));
+      const answers = await Promise.all(flights.map((f, i) => this.collect(f, i * size, onBatch)));
+      whole = answers.filter((a): a is BatchAnswer => a !== null);
+      if (whole.length < answers.length) {
+        return null;
+      }
+      vectors = joinBatches(whole);
     } catch (error) {
       withdraw();
       throw withHeaders(error, taken.headers);
     } finally {
       signal?.removeEventListener('abort', withdraw);
-    }
-    const whole = answers.filter((a): a is BatchAnswer => a !== null);
-    if (whole.length < answers.length) {
-      return null;
-    }
-    let vectors: string[];
-    try {
-      vectors = joinBatches(whole);
-    } catch (error) {
-      throw withHeaders(error, taken.headers);
     }
     const counted = whole.every((a) => a.promptTokens !== null);
     return {
@@ -218,8 +200,6 @@ export class EmbeddingsService {
         vectors,
         promptTokens: counted ? whole.reduce((n, a) => n + a.promptTokens!, 0) : null,
         taskAddresses: flights.map((f) => f.task.address),
-        totalMs: performance.now() - started,
-        queuedMs: Math.max(...flights.map((f) => f.assignedAt ?? performance.now()).map((t) => t - started), 0),
       },
       headers: taken.headers,
     };

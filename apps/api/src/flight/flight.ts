@@ -81,8 +81,6 @@ export class Flight {
   /** When the task was (last) queued, and when its first output came. */
   queuedAt = performance.now();
   firstOutputAt: number | null = null;
-  /** When a device last took the task (performance.now()). */
-  assignedAt: number | null = null;
   /** The client went away. */
   abandoned = false;
   /** The completion tokens the device reported at the end, if it did. */
@@ -164,7 +162,6 @@ export class Flight {
     switch (event.type) {
       case 'assigned':
         this.state = 'assigned';
-        this.assignedAt = performance.now();
         this.clearQueueTimer();
         this.armIdleTimer();
         break;

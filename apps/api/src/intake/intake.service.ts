@@ -11,15 +11,17 @@ import {
   taskDeadline,
   InstanceService,
 } from '@app/common';
-import type { AppConfig, ChatParams, JobData, Logger } from '@app/common';
+import type { AppConfig, ChatParams, JobData, Logger, Requirement } from '@app/common';
 import type { AuthContext } from '../auth/auth-context';
 import type { Flight, FlightTask } from '../flight/flight';
 import { FlightsService } from '../flight/flights.service';
 import { LimitsService } from '../limits/limits.service';
 import type { RateHeaders, Slot } from '../limits/limits.service';
 import { ModelsService } from '../models/models.service';
+import type { ModelRow } from '../models/models.service';
 import { JobQueue } from '../queue/job-queue.service';
 import { PresenceService } from './presence.service';
+import type { Route, RouteRequest } from './presence.service';
 
 /** A chat request as both wire formats hand it over, validated. */
 export interface ChatRequest {
@@ -84,11 +86,31 @@ export class IntakeService {
     );
   }
 
-  /** Starts a task, or throws the error the client gets. */
-  async start(caller: AuthContext, request: ChatRequest): Promise<{ flight: Flight; headers: RateHeaders }> {
+  /** A request that comes while the api drains is refused, before anything is looked up for it. */
+  refuseWhileDraining(): void {
     if (this.flights.isDraining) {
       throw new AppError('server_shutdown', 'This server is shutting down. Retry the request.');
     }
+  }
+
+  /**
+   * The pool a request for `model` that needs `requires` goes to (presence, see PresenceService), or the
+   * error the client gets: chat requests and embedding batches route alike.
+   */
+  route(caller: AuthContext, model: ModelRow, mode: RouteRequest['mode'], requires: Requirement[]): Promise<Route> {
+    return this.presence.route({
+      orgId: caller.orgId,
+      model: model.id,
+      mode,
+      requires,
+      networkAllowed: caller.network,
+      modelOnNetwork: model.network,
+    });
+  }
+
+  /** Starts a task, or throws the error the client gets. */
+  async start(caller: AuthContext, request: ChatRequest): Promise<{ flight: Flight; headers: RateHeaders }> {
+    this.refuseWhileDraining();
     this.checkCaps(request.params);
     const model = await this.models.forChat(caller.orgId, request.model);
     const params: ChatParams = {
@@ -104,14 +126,7 @@ export class IntakeService {
     };
     const needs = requirements(params, request.includeUsage);
     const requires = needs.map((r) => r.feature);
-    const route = await this.presence.route({
-      orgId: caller.orgId,
-      model: model.id,
-      mode: request.mode,
-      requires: needs,
-      networkAllowed: caller.network,
-      modelOnNetwork: model.network,
-    });
+    const route = await this.route(caller, model, request.mode, needs);
     const id = randomUUID();
     const taken = await this.limits.take(caller.orgId, caller.limits, model.id, id);
     const address = taskAddress(route.mode, id);

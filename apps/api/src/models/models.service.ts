@@ -27,7 +27,7 @@ const STALE_IF_ERROR_MS = 60_000;
 /** Bounds the cache (entries are per org and enabled model). */
 const CHAT_CACHE_MAX_ENTRIES = 10_000;
 
-type ModelRow = Awaited<ReturnType<ModelsService['get']>>;
+export type ModelRow = Awaited<ReturnType<ModelsService['get']>>;
 
 interface ModelSqlRow {
   id: string;

@@ -24,8 +24,6 @@ const RESULT: EmbedResult = {
   vectors: [encodeVector([0.5, 1])],
   promptTokens: 3,
   taskAddresses: ['network:8d0e1c1a-3a43-4d8e-9f4c-6f1d2b7a9c00'],
-  totalMs: 10,
-  queuedMs: 1,
 };
 
 /** A reply as the handlers use it: headers, status, body, and the connection's close. */

@@ -9,8 +9,6 @@ const result = (overrides: Partial<EmbedResult> = {}): EmbedResult => ({
   vectors: [encodeVector([0.5, -0.125]), encodeVector([0.1, 2])],
   promptTokens: 6,
   taskAddresses: ['direct:0b0c5d0e-58f7-4d43-8c53-1f8f7d3a8e10'],
-  totalMs: 80,
-  queuedMs: 1,
   ...overrides,
 });
 

@@ -9,12 +9,12 @@ import type { OpenAIEmbedFormat } from './openai-embed-request';
 import { openaiEmbedRequest, openaiEmbedResult, refusesBase64 } from './openai-embed-request';
 import { BackendError, cancelledError, isCancellation } from './backend';
 import {
-  MAX_JSON_BODY,
   describeUrl,
   endpoint,
   failure,
   finished,
   getJson,
+  readJson,
   readLines,
   readText,
   send,
@@ -251,8 +251,8 @@ export class OpenAIBackend extends UpstreamBackend {
   }
 
   /**
-   * Sends an /embeddings request and reads its answer: the JSON of a 200 (read whole, up to
-   * {@link MAX_JSON_BODY}), or the status and error body of any other. Not postJson, which turns the
+   * Sends an /embeddings request and reads its answer: the JSON of a 200 (readJson, as postJson reads
+   * it), or the status and error body of any other. Not postJson itself, which turns the
    * error into the task error at once: a refusal of base64 is told from other 400s by its status and body.
    */
   private async postEmbeddings(url: URL, body: Record<string, unknown>, signal: AbortSignal): Promise<EmbeddingsReply> {
@@ -267,16 +267,7 @@ export class OpenAIBackend extends UpstreamBackend {
     if (res.statusCode !== 200) {
       return { ok: false, status: res.statusCode ?? 0, error: parseErrorBody(await readText(res, url, signal)) };
     }
-    // One character over the limit is enough to know the body is over it (readText stops there).
-    const text = await readText(res, url, signal, MAX_JSON_BODY + 1);
-    if (text.length > MAX_JSON_BODY) {
-      throw new BackendError('upstream_bad_response', `${describeUrl(url)} answered more than ${MAX_JSON_BODY} bytes`);
-    }
-    try {
-      return { ok: true, answer: JSON.parse(text) };
-    } catch {
-      throw new BackendError('upstream_bad_response', `${describeUrl(url)} did not answer with JSON`);
-    }
+    return { ok: true, answer: await readJson(res, url, signal) };
   }
 
   private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {

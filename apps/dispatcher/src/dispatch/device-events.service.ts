@@ -209,9 +209,7 @@ export class DeviceEvents implements DeviceListener, OnModuleInit, OnModuleDestr
     const refusal = assignment.collector ? assignment.collector.add(payload.data) : 'vectors for a chat task';
     if (refusal !== null) {
       this.refuseOutput(session, payload.task_address, refusal);
-      return;
     }
-    assignment.tracker.lastOutputAt = Date.now();
   }
 
   onDone(session: DeviceSession, payload: DonePayload): void {

@@ -171,15 +171,20 @@ export class Finalizer {
     return outcome;
   }
 
+  /** The device's usage, bounded by what was asked and sent (tracker.bound); a clamp is counted and logged. */
+  private bounded(a: Assignment, reported: Usage | null): Usage | null {
+    const { usage, clamped } = a.tracker.bound(reported);
+    if (clamped) {
+      this.metrics.clampedUsage.inc();
+      this.logger.warn({ task: a.address, reported, recorded: usage }, 'device usage clamped');
+    }
+    return usage;
+  }
+
   /** An embedding batch's ending: its vectors (all of them, checked) with its `done`, in one entry. */
   private embedded(a: Assignment, usage: Usage | null): Closing {
     const collector = a.collector!;
-    const bounded = a.tracker.bound(usage);
-    if (bounded.clamped) {
-      this.metrics.clampedUsage.inc();
-      this.logger.warn({ task: a.address, reported: usage, recorded: bounded.usage }, 'device usage clamped');
-    }
-    const counted = bounded.usage;
+    const counted = this.bounded(a, usage);
     return {
       kind: 'end',
       ending: {
@@ -207,15 +212,7 @@ export class Finalizer {
           a.tracker.bytes,
           outcome.finishReasons.length,
         );
-        const bounded = a.tracker.bound(outcome.usage);
-        if (bounded.clamped) {
-          this.metrics.clampedUsage.inc();
-          this.logger.warn(
-            { task: a.address, reported: outcome.usage, recorded: bounded.usage },
-            'device usage clamped',
-          );
-        }
-        const usage = wholeAnswerUsage(bounded.usage, a.continued);
+        const usage = wholeAnswerUsage(this.bounded(a, outcome.usage), a.continued);
         return {
           kind: 'end',
           ending: {

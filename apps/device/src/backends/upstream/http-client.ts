@@ -298,6 +298,16 @@ export async function postJson(
   if (res.statusCode !== 200) {
     throw await failure(res, url, signal);
   }
+  return readJson(res, url, signal, limit);
+}
+
+/** A response's body read whole (at most `limit` bytes) and parsed as JSON; a BackendError when it is not. */
+export async function readJson(
+  res: IncomingMessage,
+  url: URL,
+  signal: AbortSignal,
+  limit = MAX_JSON_BODY,
+): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {

@@ -132,40 +132,35 @@ export class RunningTask {
   /** The fields of the task's one log line. */
   logLine(outcome: Outcome, ending: TaskEnding): Record<string, unknown> {
     const ms = (x: number) => Math.round(x * 10) / 10;
-    if (this.kind === 'embed') {
-      // No finish reasons, deltas or time to first token: the counts that say what an embedding task was.
-      return {
-        task_address: this.address,
-        request_id: this.requestId,
-        model: this.model,
-        attempt: this.attempt,
-        kind: this.kind,
-        outcome,
-        error_code: ending.error_code,
-        prompt_tokens: ending.usage?.prompt_tokens,
-        inputs: this.inputs,
-        dimensions: this.dimensions,
-        events: this.embeddingEvents,
-        // From the assignment to the runtime's answer: its time, before the agent's encoding and sending.
-        runtime_ms: this.vectorsAt === null ? null : ms(this.vectorsAt - this.startedAt),
-        total_ms: ms(performance.now() - this.startedAt),
-        ...(this.input ? { input: this.input } : {}),
-      };
-    }
-    return {
+    const common = {
       task_address: this.address,
       request_id: this.requestId,
       model: this.model,
       attempt: this.attempt,
       kind: this.kind,
       outcome,
-      finish_reasons: ending.finish_reasons,
       error_code: ending.error_code,
       prompt_tokens: ending.usage?.prompt_tokens,
+      total_ms: ms(performance.now() - this.startedAt),
+    };
+    if (this.kind === 'embed') {
+      // No finish reasons, deltas or time to first token: the counts that say what an embedding task was.
+      return {
+        ...common,
+        inputs: this.inputs,
+        dimensions: this.dimensions,
+        events: this.embeddingEvents,
+        // From the assignment to the runtime's answer: its time, before the agent's encoding and sending.
+        runtime_ms: this.vectorsAt === null ? null : ms(this.vectorsAt - this.startedAt),
+        ...(this.input ? { input: this.input } : {}),
+      };
+    }
+    return {
+      ...common,
+      finish_reasons: ending.finish_reasons,
       completion_tokens: ending.usage?.completion_tokens ?? null,
       deltas: this.deltas,
       ttft_ms: this.firstDeltaAt === null ? null : ms(this.firstDeltaAt - this.startedAt),
-      total_ms: ms(performance.now() - this.startedAt),
       ...(this.output
         ? {
             prompt: this.prompt,

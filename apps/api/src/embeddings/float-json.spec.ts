@@ -58,6 +58,31 @@ describe('writeFloat32', () => {
     }
   });
 
+  it('carries into a new digit where rounding reaches the next power of ten', () => {
+    for (const value of [9.9999999, 0.099999999, 999999.99, 9.9999999e-10, 9.9999999e20]) {
+      const v = Math.fround(value);
+      expect([v, written(v)]).toEqual([v, reference(v)]);
+    }
+  });
+
+  it('agrees with the slow way on the values embeddings hold (every float32 from 0.01 to 0.02, a stride apart)', () => {
+    const wrong: string[] = [];
+    const bits = new Uint32Array(1);
+    const view = new Float32Array(bits.buffer);
+    view[0] = 0.01;
+    const from = bits[0];
+    view[0] = 0.02;
+    const to = bits[0];
+    for (let b = from; b < to; b += 97) {
+      bits[0] = b;
+      const v = -view[0];
+      if (written(v) !== reference(v)) {
+        wrong.push(`${v}: ${written(v)}`);
+      }
+    }
+    expect(wrong.slice(0, 5)).toEqual([]);
+  });
+
   it('agrees with the slow way on 100,000 float32 values of every magnitude', () => {
     const wrong: string[] = [];
     for (const v of float32s(100_000)) {

@@ -17,8 +17,13 @@ const POW10_BIAS = 46;
 const POW10 = Array.from({ length: 86 }, (_, i) => Number(`1e${i - POW10_BIAS}`));
 /** Nine significant digits always read back as the same float32. */
 const MAX_DIGITS = 9;
-/** Most float32 values need 8 or 9 digits: the search starts at 6 and goes up (or, when 6 are enough, tries fewer). */
-const FIRST_TRY = 6;
+/** floor(log10(2^(x - 127))) for each float32 exponent field x: a value's decimal exponent, or one less. */
+const DECADE_OF_EXP2 = Int8Array.from({ length: 256 }, (_, x) => Math.floor((x - 127) * Math.log10(2)));
+/** A float32's bits, read through a view of one float (Math.log10 costs a third of a value's writing). */
+const scratch = new Float32Array(1);
+const scratchBits = new Uint32Array(scratch.buffer);
+/** 10^i as integers, i = 0..9 (a decimal of nine digits fits an int32). */
+const INT_POW10 = Int32Array.from({ length: 10 }, (_, i) => 10 ** i);
 
 /** Most bytes one value takes, with its comma: `-123456790000000000000,` (fixed notation below 1e21). */
 export const MAX_FLOAT_BYTES = 24;
@@ -32,64 +37,20 @@ const OPEN = 0x5b;
 const CLOSE = 0x5d;
 const E = 0x65;
 
-/** The digits of the value being written, least significant first. */
-const digits = new Uint8Array(MAX_DIGITS + 1);
-
-/** The decimal tryDigits found last, as d / 10^k (module state: no object per value written). */
-let foundD = 0;
-let foundK = 0;
-const NO_EXACT_SCALE = -1;
-const MISS = 0;
-const HIT = 1;
+const MISS = -1;
 
 /**
- * Whether the nearest decimal of `p` significant digits to `a` (a positive float32 whose decimal
- * exponent is `e`) reads back as `a`; if so, it is left in foundD / foundK. NO_EXACT_SCALE where 10^k
- * is not exact (values below about 1e-14 or above about 1e27), which the caller formats the slow way.
+ * The integer d nearest to `a` × 10^k if d / 10^k reads back as `a` (a positive float32), else MISS.
+ * For |k| ≤ 22, 10^k is an exact double, so the division (or product) is the correctly rounded double
+ * of the decimal: what a client's JSON parser reads, and then narrows to float32.
  */
-function tryDigits(a: number, e: number, p: number): number {
-  const k = p - 1 - e;
-  if (k > 22 || k < -22) {
-    return NO_EXACT_SCALE;
-  }
+function tryScale(a: number, k: number): number {
   const d = k >= 0 ? Math.round(a * EXACT_POW10[k]) : Math.round(a / EXACT_POW10[-k]);
-  // The division (or product) of exact doubles is the correctly rounded double of the decimal: what a
-  // client's JSON parser reads, and then narrows to float32.
   const back = k >= 0 ? d / EXACT_POW10[k] : d * EXACT_POW10[-k];
-  if (Math.fround(back) !== a) {
-    return MISS;
-  }
-  foundD = d;
-  foundK = k;
-  return HIT;
+  return Math.fround(back) === a ? d : MISS;
 }
 
-/** Finds the decimal of the fewest significant digits that reads back as `a` (into foundD / foundK); false: none with an exact scale. */
-function shortestDecimal(a: number, e: number): boolean {
-  const first = tryDigits(a, e, FIRST_TRY);
-  if (first === NO_EXACT_SCALE) {
-    return false;
-  }
-  if (first === HIT) {
-    // A value short enough for six digits may be shorter still.
-    for (let p = 1; p < FIRST_TRY; p++) {
-      if (tryDigits(a, e, p) === HIT) {
-        return true;
-      }
-    }
-    // None was: a miss leaves the six-digit decimal in place.
-    return true;
-  }
-  for (let p = FIRST_TRY + 1; p <= MAX_DIGITS; p++) {
-    const result = tryDigits(a, e, p);
-    if (result !== MISS) {
-      return result === HIT;
-    }
-  }
-  return false;
-}
-
-/** The same decimal found with toPrecision, for the values whose scale has no exact power of ten. */
+/** The shortest decimal found with toPrecision, for values whose scale has no exact power of ten. */
 function slowShortest(a: number): string {
   for (let p = 1; p < MAX_DIGITS; p++) {
     const text = a.toPrecision(p);
@@ -100,9 +61,28 @@ function slowShortest(a: number): string {
   return String(Number(a.toPrecision(MAX_DIGITS)));
 }
 
+/** Writes the `n` decimal digits of `d` (an int32) at `pos`; returns the position after them. */
+function writeDigits(out: Uint8Array, pos: number, d: number, n: number): number {
+  for (let i = pos + n - 1; i >= pos; i--) {
+    const q = (d / 10) | 0;
+    out[i] = ZERO + d - q * 10;
+    d = q;
+  }
+  return pos + n;
+}
+
+/** Writes `text` (ASCII) at `pos`; returns the position after it. */
+function writeAscii(out: Uint8Array, pos: number, text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    out[pos++] = text.charCodeAt(i);
+  }
+  return pos;
+}
+
 /**
  * Writes a finite float32 value at `pos` as the shortest JSON number that reads back as it, in the
  * notation JavaScript uses (`0.000123`, `1.5e-7`, `12345.5`); returns the position after it.
+ * Integer arithmetic and no state outside the call: this runs for every value of an answer.
  */
 export function writeFloat32(out: Uint8Array, pos: number, value: number): number {
   if (value === 0) {
@@ -114,40 +94,63 @@ export function writeFloat32(out: Uint8Array, pos: number, value: number): numbe
     out[pos++] = MINUS;
     a = -a;
   }
-  // log10 may be off by one at the edges of a decade.
-  let e = Math.floor(Math.log10(a));
+  // The decade of the float32's binary exponent is the decimal exponent, or one below it.
+  scratch[0] = a;
+  let e = DECADE_OF_EXP2[scratchBits[0] >>> 23];
   if (a >= POW10[e + 1 + POW10_BIAS]) {
     e++;
-  } else if (a < POW10[e + POW10_BIAS]) {
-    e--;
   }
-  if (!shortestDecimal(a, e)) {
-    const text = slowShortest(a);
-    for (let i = 0; i < text.length; i++) {
-      out[pos++] = text.charCodeAt(i);
+  // Up to nine digits, k runs from -e to 8 - e: exact powers of ten for e from -14 to 22. Other
+  // values (which embeddings hardly hold) are written the slow way.
+  if (e < -14 || e > 22) {
+    return writeAscii(out, pos, slowShortest(a));
+  }
+  // Most float32 values need eight or nine digits (nine always suffice): eight first, then fewer
+  // while they still read back.
+  let k = 7 - e;
+  let d = tryScale(a, k);
+  if (d === MISS) {
+    k++;
+    d = tryScale(a, k);
+    if (d === MISS) {
+      return writeAscii(out, pos, slowShortest(a));
     }
-    return pos;
+  } else {
+    for (let fewer = k - 1; fewer >= -e; fewer--) {
+      const shorter = tryScale(a, fewer);
+      if (shorter === MISS) {
+        break;
+      }
+      d = shorter;
+      k = fewer;
+    }
   }
-  let d = foundD;
-  let k = foundK;
+  d |= 0;
+  // d has as many digits as were asked for, or one more where rounding carried (9.9999999 to 10.000000).
+  let n = k + e + 1;
+  if (d >= INT_POW10[n]) {
+    n++;
+  }
   while (d % 10 === 0) {
-    d /= 10;
+    d = (d / 10) | 0;
     k--;
-  }
-  let n = 0;
-  while (d > 0) {
-    const q = Math.floor(d / 10);
-    digits[n++] = d - q * 10;
-    d = q;
+    n--;
   }
   // The decimal exponent of the first digit: the value is d.ddd × 10^exp.
   const exp = n - 1 - k;
   if (exp >= 0 && exp < 21) {
-    for (let i = n - 1, at = 0; i >= 0 || at <= exp; at++, i--) {
-      if (at === exp + 1) {
-        out[pos++] = DOT;
+    if (n <= exp + 1) {
+      pos = writeDigits(out, pos, d, n);
+      for (let z = exp + 1 - n; z > 0; z--) {
+        out[pos++] = ZERO;
       }
-      out[pos++] = ZERO + (i >= 0 ? digits[i] : 0);
+    } else {
+      const fraction = n - exp - 1;
+      const scale = INT_POW10[fraction];
+      const whole = (d / scale) | 0;
+      pos = writeDigits(out, pos, whole, exp + 1);
+      out[pos++] = DOT;
+      pos = writeDigits(out, pos, d - whole * scale, fraction);
     }
   } else if (exp < 0 && exp >= -6) {
     out[pos++] = ZERO;
@@ -155,16 +158,14 @@ export function writeFloat32(out: Uint8Array, pos: number, value: number): numbe
     for (let z = -exp - 1; z > 0; z--) {
       out[pos++] = ZERO;
     }
-    for (let i = n - 1; i >= 0; i--) {
-      out[pos++] = ZERO + digits[i];
-    }
+    pos = writeDigits(out, pos, d, n);
   } else {
-    out[pos++] = ZERO + digits[n - 1];
+    const scale = INT_POW10[n - 1];
+    const first = (d / scale) | 0;
+    out[pos++] = ZERO + first;
     if (n > 1) {
       out[pos++] = DOT;
-      for (let i = n - 2; i >= 0; i--) {
-        out[pos++] = ZERO + digits[i];
-      }
+      pos = writeDigits(out, pos, d - first * scale, n - 1);
     }
     out[pos++] = E;
     out[pos++] = exp > 0 ? PLUS : MINUS;

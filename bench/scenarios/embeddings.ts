@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { loadConfig, sha256Hex } from '@app/common';
+import { batchesOf, loadConfig, sha256Hex } from '@app/common';
 import { keepAliveAgent, postJson } from '../lib/client';
 import { monotonicUs } from '../lib/context';
 import type { Ctx, ScenarioResult, Stack, TargetCheck, Window } from '../lib/context';
@@ -351,8 +351,7 @@ export async function embeddingsScenario(ctx: Ctx, stack: Stack): Promise<Scenar
       const started = performance.now();
       const answers: { body: string; inputs: string[]; status: number; error?: string }[] = [];
       if (leg === 'direct-batched') {
-        for (let i = 0; i < texts.length; i += batchMax) {
-          const part = texts.slice(i, i + batchMax);
+        for (const part of batchesOf(texts, batchMax) as string[][]) {
           const res = await postJson(direct, {}, body(RUNTIME_MODEL, part, format), http);
           answers.push({ ...res, inputs: part });
         }
@@ -460,6 +459,7 @@ export async function embeddingsScenario(ctx: Ctx, stack: Stack): Promise<Scenar
         paths.set(key(leg, format), pathStats(parts.filter((p): p is PathParts => p !== null)));
       }
     }
+    const batchSizes = batchesOf(inputTexts(inputs, 'sizes'), batchMax).map((b) => b.length);
     const batchesPerDevice = deviceIds.map(() => 0);
     const inputsPerDevice = deviceIds.map(() => 0);
     const devicesPerRequest: number[] = [];
@@ -470,7 +470,7 @@ export async function embeddingsScenario(ctx: Ctx, stack: Stack): Promise<Scenar
         if (d >= 0) {
           used.add(d);
           batchesPerDevice[d]++;
-          inputsPerDevice[d] += Math.min(batchMax, inputs - batch * batchMax);
+          inputsPerDevice[d] += batchSizes[batch];
         }
       });
       devicesPerRequest.push(used.size);

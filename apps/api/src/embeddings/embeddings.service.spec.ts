@@ -1,12 +1,7 @@
 import { AppError, encodeVector } from '@app/common';
-import { batchesOf, joinBatches, sharedSlot } from './embeddings.service';
+import { joinBatches, sharedSlot } from './embeddings.service';
 
 describe('EmbeddingsService, its pieces', () => {
-  it('splits inputs into batches of at most the size, in order', () => {
-    expect(batchesOf(['a', 'b', 'c', 'd', 'e'], 2)).toEqual([['a', 'b'], ['c', 'd'], ['e']]);
-    expect(batchesOf([[1], [2]], 64)).toEqual([[[1], [2]]]);
-  });
-
   it('joins the batches in order, and refuses vectors of different lengths from different devices', () => {
     const v = (n: number, x: number) => encodeVector(new Array<number>(n).fill(x));
     expect(

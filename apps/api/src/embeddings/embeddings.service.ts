@@ -4,6 +4,7 @@ import {
   APP_CONFIG,
   AppError,
   InstanceService,
+  batchesOf,
   embedRequirements,
   isTokenInput,
   lineName,
@@ -42,15 +43,6 @@ export function joinBatches(answers: BatchAnswer[]): string[] {
     );
   }
   return vectors;
-}
-
-/** The inputs in batches of at most `size`, in order. */
-export function batchesOf(input: EmbedInput, size: number): EmbedInput[] {
-  const batches: EmbedInput[] = [];
-  for (let i = 0; i < input.length; i += size) {
-    batches.push(input.slice(i, i + size));
-  }
-  return batches;
 }
 
 /** An error the client gets, with the org's rate-limit headers (as every answer of a limited org has). */
@@ -179,8 +171,8 @@ export class EmbeddingsService {
     let whole: BatchAnswer[];
     let vectors: string[];
     try {
-      const size = this.config.EMBED_BATCH_MAX;
-      const answers = await Promise.all(flights.map((f, i) => this.collect(f, i * size, onBatch)));
+      const firsts = batches.map((_, i) => batches.slice(0, i).reduce((sum, b) => sum + b.length, 0));
+      const answers = await Promise.all(flights.map((f, i) => this.collect(f, firsts[i], onBatch)));
       whole = answers.filter((a): a is BatchAnswer => a !== null);
       if (whole.length < answers.length) {
         return null;

@@ -1,4 +1,4 @@
-import { decodeVector, embedFeatures, encodeVector, vectorBytes } from './embeddings';
+import { batchesOf, decodeVector, embedFeatures, encodeVector, vectorBytes } from './embeddings';
 import { assignSchema, doneSchema, embeddingSchema } from './messages';
 
 const address = 'network:0b6a8f8e-2f4e-4d51-9d8e-3c1f4f1f3a10';
@@ -55,5 +55,18 @@ describe('embeddings on the device protocol', () => {
     expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_384)))).success).toBe(true);
     expect(embeddingSchema.safeParse(event(encodeVector(new Float32Array(16_385)))).success).toBe(false);
     expect(doneSchema.safeParse({ task_address: address, seq: 1, finish_reasons: [], usage: null }).success).toBe(true);
+  });
+});
+
+describe('batchesOf', () => {
+  it('splits inputs into as few batches of at most the size as hold them, in order, of even sizes', () => {
+    expect(batchesOf(['a', 'b', 'c', 'd', 'e'], 2)).toEqual([['a', 'b'], ['c', 'd'], ['e']]);
+    expect(batchesOf([[1], [2]], 64)).toEqual([[[1], [2]]]);
+    const inputs = Array.from({ length: 1000 }, (_, i) => `text ${i}`);
+    const batches = batchesOf(inputs, 64);
+    expect(batches.map((b) => b.length)).toEqual([...new Array(8).fill(63), ...new Array(8).fill(62)]);
+    expect(batches.flat()).toEqual(inputs);
+    expect(batchesOf(inputs.slice(0, 65), 64).map((b) => b.length)).toEqual([33, 32]);
+    expect(batchesOf(inputs.slice(0, 128), 64).map((b) => b.length)).toEqual([64, 64]);
   });
 });

@@ -41,6 +41,23 @@ export const embedParamsSchema = z.object({
 });
 export type EmbedParams = z.infer<typeof embedParamsSchema>;
 
+/**
+ * The inputs in order, in as few batches of at most `size` as hold them, of sizes that differ by one
+ * at most: 1,000 inputs by 64 are 16 batches of 62 or 63, not 15 of 64 and one of 40. Batches run in
+ * parallel on the devices serving a model, so the request ends with its slowest device: even batches give
+ * every device the same share.
+ */
+export function batchesOf(input: EmbedInput, size: number): EmbedInput[] {
+  const count = Math.ceil(input.length / size);
+  const batches: EmbedInput[] = [];
+  for (let b = 0, start = 0; b < count; b++) {
+    const end = start + Math.floor(input.length / count) + (b < input.length % count ? 1 : 0);
+    batches.push(input.slice(start, end));
+    start = end;
+  }
+  return batches;
+}
+
 /** Whether inputs are token ids rather than text. */
 export function isTokenInput(input: EmbedInput): input is number[][] {
   return typeof input[0] !== 'string';

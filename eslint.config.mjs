@@ -38,7 +38,7 @@ const MODULE_SCOPES = [
       queue: [],
       responder: ['flight'],
       tasks: ['auth', 'openapi', 'queue'],
-      usage: ['auth', 'keys', 'openapi', 'tasks'],
+      usage: ['auth', 'keys', 'limits', 'openapi', 'tasks'],
     },
   },
   {

@@ -138,6 +138,7 @@ describe('admin: device model restrictions, org network and resume switches, com
       resume: true,
       compat: 'openai',
       weight: 1,
+      monthly_token_budget: null,
     });
     let last = await chat();
     await eventually('the api refusing the network', async () => {
@@ -173,6 +174,7 @@ describe('admin: device model restrictions, org network and resume switches, com
       resume: false,
       compat: 'openai',
       weight: 1,
+      monthly_token_budget: null,
     });
     expect((await stored()).resume).toBe(false);
     expect((await listed()).resume).toBe(false);
@@ -213,6 +215,7 @@ describe('admin: device model restrictions, org network and resume switches, com
       resume: true,
       compat: 'nodea',
       weight: 1,
+      monthly_token_budget: null,
     });
     expect((await stored()).compat).toBe('nodea');
     expect((await listed()).compat).toBe('nodea');

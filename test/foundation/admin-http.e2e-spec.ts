@@ -88,6 +88,7 @@ describe('admin HTTP API', () => {
       resume: true,
       compat: 'openai',
       weight: 1,
+      monthly_token_budget: null,
     });
     // Fields left out keep their value; null removes a limit.
     const cleared = await admin('PATCH', path, { concurrency: null, max_queued: 5 });
@@ -381,6 +382,7 @@ describe('admin HTTP API', () => {
       ['POST', '/admin/devices', { name: newDevice }],
       ['DELETE', `/admin/devices/${randomUUID()}`],
       ['GET', `/admin/tasks/network:${randomUUID()}`],
+      ['GET', '/admin/audit'],
     ];
     const keysBefore = await keyCount(tenant.org.id);
     const credentials: Record<string, Record<string, string>> = {

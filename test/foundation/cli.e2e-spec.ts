@@ -427,6 +427,40 @@ describe('admin CLI', () => {
     expect(unknown.stderr).toMatch(/model 'no\/such-model' is not in the catalog \(model_not_found\)/);
   });
 
+  test('org budget and key budget: a number of tokens or none, shown by org list and key list', async () => {
+    const { id: orgId, name: org } = await newOrg();
+    expect(okJson(await cli(['--json', 'org', 'budget', org, '2000000']), 'org budget')).toMatchObject({
+      name: org,
+      monthly_token_budget: 2_000_000,
+    });
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).monthlyTokenBudget).toBe(2_000_000n);
+    const listed = okJson(await cli(['--json', 'org', 'list']), 'org list');
+    expect(listed.data.find((o: { name: string }) => o.name === org).monthly_token_budget).toBe(2_000_000);
+    const none = humanRecord(ok(await cli(['org', 'budget', org, 'none']), 'org budget none'));
+    expect(none.monthly_token_budget).toBe('-');
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).monthlyTokenBudget).toBeNull();
+    for (const value of ['-5', '1.5', 'lots', '']) {
+      const bad = await cli(['org', 'budget', org, value]);
+      expect([value, bad.code]).toEqual([value, 1]);
+      expect(bad.stderr).toMatch(/must be a number of tokens \(0 or more\) or none/);
+    }
+    const tooMuch = await cli(['org', 'budget', org, '10000000000000000']);
+    expect(tooMuch.code).toBe(1);
+    expect(tooMuch.stderr).toMatch(/monthly_token_budget/);
+    expect((await db().organization.findUniqueOrThrow({ where: { id: orgId } })).monthlyTokenBudget).toBeNull();
+
+    const key = okJson(await cli(['--json', 'key', 'create', '--org', org]), 'key create');
+    expect(okJson(await cli(['--json', 'key', 'budget', key.id, '0']), 'key budget 0')).toMatchObject({
+      id: key.id,
+      monthly_token_budget: 0,
+    });
+    const keys = okJson(await cli(['--json', 'key', 'list', '--org', org]), 'key list');
+    expect(keys.data[0].monthly_token_budget).toBe(0);
+    const ghost = await cli(['key', 'budget', randomUUID(), '5']);
+    expect(ghost.code).toBe(1);
+    expect(ghost.stderr).toMatch(/key_not_found/);
+  });
+
   test('device create, device list and device revoke', async () => {
     const { id: orgAId, name: orgA } = await newOrg();
     const directName = uniq('cli-dev-direct');

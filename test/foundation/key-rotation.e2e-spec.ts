@@ -62,6 +62,8 @@ describe('API key rotation and last use', () => {
   test('POST /admin/keys/{id}/rotate: both keys work during the grace; after it the old key gets the 401 of a revoked key', async () => {
     const org = tenant.org.name;
     const old = await new AdminService(db()).keys.create({ org, label: 'ci' });
+    // A key's monthly token budget goes with it to its successor.
+    await new AdminService(db()).keys.setBudget(old.id, 50_000);
     const before = Date.now();
     const rotated = await admin('POST', `/admin/keys/${old.id}/rotate`, { grace: '2h' });
     expectStatus(rotated, 201);
@@ -108,6 +110,7 @@ describe('API key rotation and last use', () => {
       last_used_at: oldEntry.last_used_at,
       rotated_from: null,
       rotated_to: body.id,
+      monthly_token_budget: 50_000,
     });
     expect(newEntry).toEqual({
       id: body.id,
@@ -120,6 +123,7 @@ describe('API key rotation and last use', () => {
       last_used_at: newEntry.last_used_at,
       rotated_from: old.id,
       rotated_to: null,
+      monthly_token_budget: 50_000,
     });
 
     // The grace passes (moved in the database, as time would move it).

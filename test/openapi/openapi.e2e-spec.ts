@@ -184,7 +184,12 @@ describe('OpenAPI document', () => {
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { compat: 'nodea' });
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { compat: 'Nodea' });
     await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { weight: 0 });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { monthly_token_budget: 2_000_000 });
+    await asAdmin('PATCH', '/admin/orgs/{org}', `/admin/orgs/${name}`, { monthly_token_budget: -1 });
     const key = await asAdmin('POST', '/admin/orgs/{org}/keys', `/admin/orgs/${name}/keys`, { label: 'doc' });
+    await asAdmin('PATCH', '/admin/keys/{id}', `/admin/keys/${key.body.id}`, { monthly_token_budget: 500_000 });
+    await asAdmin('PATCH', '/admin/keys/{id}', `/admin/keys/${key.body.id}`, { monthly_token_budget: 1.5 });
+    await asAdmin('PATCH', '/admin/keys/{id}', `/admin/keys/${randomUUID()}`, { monthly_token_budget: null });
     const rotated = await asAdmin('POST', '/admin/keys/{id}/rotate', `/admin/keys/${key.body.id}/rotate`, {
       grace: '1h',
     });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { AdminService } from '@app/common';
+import { AdminService, budgetMonth, nextMonthStart } from '@app/common';
 import { cli, createDevice, createTenant, db, http, recordsWritten, uniq } from '../support/stack';
 import type { Tenant } from '../support/stack';
 import { adminAuth, assertOpenAIError, bearer, httpFrom, loopbackAddress } from '../foundation/helpers';
@@ -214,6 +214,13 @@ describe('usage reports', () => {
       to: '2030-06-01T00:00:00.000Z',
       group_by: groupBy ? groupBy.split(',') : [],
       data: expected(a.org.id, groupBy ? groupBy.split(',') : [], BASE, Date.parse('2030-06-01T00:00:00Z')),
+      // This month's budgets, whatever the range: the org and its key have none.
+      budgets: {
+        month: budgetMonth(Date.now()),
+        resets_at: nextMonthStart(Date.now()).toISOString(),
+        org: null,
+        key: null,
+      },
     });
   });
 

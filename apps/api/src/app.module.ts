@@ -7,6 +7,7 @@ import { AdminModule } from './admin/admin.module';
 import { AuthModule } from './auth/auth.module';
 import { DashboardController } from './dashboard/dashboard.controller';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
+import { LimitsModule } from './limits/limits.module';
 import { UsageController } from './usage/usage.controller';
 import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
@@ -40,6 +41,7 @@ export class AppModule {
         ModelsModule,
         FlightModule,
         IntakeModule,
+        LimitsModule,
         EmbeddingsModule,
         QueueModule,
         AdminModule,

@@ -9,6 +9,20 @@ export function positiveInt(value: string): number {
   return Number(value);
 }
 
+/** A monthly token budget argument's `none`, as a number (commander keeps a parsed null as ''). */
+export const NO_BUDGET = -1;
+
+/** Parses a monthly token budget: a whole number of tokens (0 allowed), or `none` (NO_BUDGET). */
+export function tokenBudget(value: string): number {
+  if (value === 'none') {
+    return NO_BUDGET;
+  }
+  if (!/^(0|[1-9][0-9]*)$/.test(value)) {
+    throw new InvalidArgumentError('must be a number of tokens (0 or more) or none');
+  }
+  return Number(value);
+}
+
 /** Parses `on` or `off` into a boolean. */
 export function onOff(value: string): boolean {
   if (value !== 'on' && value !== 'off') {

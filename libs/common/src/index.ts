@@ -61,3 +61,5 @@ export * from './limits/failure-limit';
 export * from './limits/known-credentials';
 export * from './trust/trust-store';
 export * from './tasks/relayed-output';
+export * from './budgets/budget-month';
+export * from './budgets/spend-counter';

@@ -1,6 +1,8 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { AppError, createLogger, createRedis } from '@app/common';
+import { AppError, PrismaService, createLogger, createRedis } from '@app/common';
+import { BudgetReconciler } from '../../../apps/api/src/limits/budget-reconciler.service';
+import { BudgetsService } from '../../../apps/api/src/limits/budgets.service';
 import { LimitsService } from '../../../apps/api/src/limits/limits.service';
 import type { OrgLimits } from '../../../apps/api/src/limits/limits.service';
 import { MetricsService } from '../../../apps/api/src/metrics/metrics.service';
@@ -15,25 +17,39 @@ import { testConfig } from '../support/apps';
 describe('limit slots (api)', () => {
   let redis: Redis;
   let limits: LimitsService;
+  let prisma: PrismaService;
   const config = testConfig();
 
   beforeAll(() => {
     redis = createRedis(REDIS_URL);
-    limits = new LimitsService(redis, config, new MetricsService(), createLogger('test', 'silent'));
+    prisma = new PrismaService(config);
+    const logger = createLogger('test', 'silent');
+    const metrics = new MetricsService();
+    const budgets = new BudgetsService(redis, metrics, new BudgetReconciler(prisma, redis, logger));
+    limits = new LimitsService(redis, config, metrics, logger, budgets);
   });
 
-  afterAll(() => {
+  afterAll(async () => {
     jest.restoreAllMocks();
     redis.disconnect();
+    await prisma.onApplicationShutdown();
   });
 
   const atOnce = (n: number): OrgLimits => ({ rpm: null, concurrency: n, maxQueued: null });
   const queued = (n: number): OrgLimits => ({ rpm: null, concurrency: null, maxQueued: n });
 
+  /** An org's request through a key without budgets. */
+  const payer = (orgId: string, limits: OrgLimits) => ({
+    orgId,
+    apiKeyId: randomUUID(),
+    limits,
+    budgets: { org: null, key: null },
+  });
+
   /** The 429's code, or 'taken'. */
   async function ask(org: string, limit: OrgLimits, task: string, model = 'm') {
     try {
-      await limits.take(org, limit, model, task);
+      await limits.take(payer(org, limit), model, task);
       return 'taken';
     } catch (error) {
       if (error instanceof AppError) {
@@ -45,7 +61,7 @@ describe('limit slots (api)', () => {
 
   it('one slot per task up to the limit; a task asking again keeps its one slot; a release gives it back', async () => {
     const org = randomUUID();
-    const first = await limits.take(org, atOnce(2), 'm', 't1');
+    const first = await limits.take(payer(org, atOnce(2)), 'm', 't1');
     expect(await ask(org, atOnce(2), 't2')).toBe('taken');
     expect(await ask(org, atOnce(2), 't3')).toBe('rate_limit_exceeded');
     // Full, yet a task that holds a slot is not refused its own.

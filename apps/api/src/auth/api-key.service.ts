@@ -59,11 +59,15 @@ interface KeyRow {
   network: boolean;
   resume: boolean;
   compat: OrgCompat;
+  /** Postgres BIGINTs, which pg reads as strings. */
+  org_budget: string | null;
+  key_budget: string | null;
 }
 
 const KEY_LOOKUP = `
   SELECT k.id, k.org_id, k.revoked_at, k.expires_at, o.name AS org_name, o.rpm_limit, o.concurrency_limit,
-         o.max_queued, o.weight, o.network, o.resume, o.compat
+         o.max_queued, o.weight, o.network, o.resume, o.compat, o.monthly_token_budget AS org_budget,
+         k.monthly_token_budget AS key_budget
   FROM api_keys k JOIN organizations o ON o.id = k.org_id
   WHERE k.hash = $1`;
 
@@ -138,6 +142,10 @@ export class ApiKeyService implements OnApplicationBootstrap {
               network: row.network,
               resume: row.resume,
               compat: row.compat,
+              budgets: {
+                org: row.org_budget === null ? null : Number(row.org_budget),
+                key: row.key_budget === null ? null : Number(row.key_budget),
+              },
             }
           : null,
       expiresAt: row?.expires_at?.getTime() ?? null,

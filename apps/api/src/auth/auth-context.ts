@@ -1,6 +1,6 @@
 import { createParamDecorator } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
-import type { OrgCompat } from '@app/common';
+import type { MonthlyBudgets, OrgCompat } from '@app/common';
 import type { OrgLimits } from '../limits/limits.service';
 
 /** Who is calling: set on the request by the auth hook for every `api_key` route. */
@@ -10,6 +10,8 @@ export interface AuthContext {
   apiKeyId: string;
   /** The org's limits, as of the last key lookup (at most about a second old). */
   limits: OrgLimits;
+  /** The org's and the key's monthly token budgets (null: none), as of the last key lookup. */
+  budgets: MonthlyBudgets;
   /** Its share of a queue's assignments when several orgs wait (1-100). */
   weight: number;
   /** Whether its prompts may go to the shared network. */

@@ -127,7 +127,7 @@ export class EmbeddingsService {
     const route = await this.intake.route(caller, model, request.mode, needs);
     const batches = batchesOf(request.input, this.config.EMBED_BATCH_MAX);
     const ids = batches.map(() => randomUUID());
-    const taken = await this.limits.take(caller.orgId, caller.limits, model.id, ids[0]);
+    const taken = await this.limits.take(caller, model.id, ids[0]);
     const concurrency = sharedSlot(taken.concurrency, batches.length);
     const queued = sharedSlot(taken.queued, batches.length);
     const line = lineName(queueName(model.id, route.pool), caller.orgId);

@@ -4,6 +4,7 @@ import {
   APP_CONFIG,
   AppError,
   LOGGER,
+  budgetScope,
   lineName,
   queueName,
   requirements,
@@ -128,7 +129,7 @@ export class IntakeService {
     const requires = needs.map((r) => r.feature);
     const route = await this.route(caller, model, request.mode, needs);
     const id = randomUUID();
-    const taken = await this.limits.take(caller.orgId, caller.limits, model.id, id);
+    const taken = await this.limits.take(caller, model.id, id);
     const address = taskAddress(route.mode, id);
     const line = lineName(queueName(model.id, route.pool), caller.orgId);
     const resume = this.resumable(caller, params);
@@ -183,6 +184,7 @@ export class IntakeService {
           line: task.line,
           apiInstance: this.instance.id,
           deadline: taskDeadline(this.config, Date.now()),
+          budgets: budgetScope(caller.budgets),
         },
         data,
         caller.weight,

@@ -4,6 +4,8 @@ import { APP_CONFIG, AppError, REDIS, keys, taskLifetimeMs } from '@app/common';
 import type { AppConfig, Logger, RedisClient } from '@app/common';
 import { LOGGER } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
+import { BudgetsService } from './budgets.service';
+import type { Payer } from './budgets.service';
 
 /** An org's limits as the auth context carries them; null means unlimited. */
 export interface OrgLimits {
@@ -59,6 +61,7 @@ export class LimitsService {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: MetricsService,
     @Inject(LOGGER) private readonly logger: Logger,
+    private readonly budgets: BudgetsService,
   ) {
     this.redis.defineCommand('syAcquireSlot', { numberOfKeys: 1, lua: ACQUIRE_SLOT });
     // As long as a task may be in flight: a slot outlives no task that holds it.
@@ -89,10 +92,13 @@ export class LimitsService {
 
   /**
    * Takes what a request needs of its org's limits, or throws the 429 (with the rate-limit headers
-   * when the org has a requests-per-minute limit). The three checks go out together.
+   * when the org has a requests-per-minute limit). The checks go out together: the monthly budgets
+   * (BudgetsService), requests per minute, concurrency, queued jobs.
    */
-  async take(orgId: string, limits: OrgLimits, model: string, taskId: string): Promise<Taken> {
-    const [rpm, concurrency, queued] = await Promise.allSettled([
+  async take(payer: Payer & { limits: OrgLimits }, model: string, taskId: string): Promise<Taken> {
+    const { orgId, limits } = payer;
+    const [budget, rpm, concurrency, queued] = await Promise.allSettled([
+      this.budgets.check(payer),
       this.takeRequest(orgId, limits),
       limits.concurrency === null
         ? NO_SLOT
@@ -113,7 +119,7 @@ export class LimitsService {
             ),
           ),
     ]);
-    const failure = [rpm, concurrency, queued].find((r) => r.status === 'rejected');
+    const failure = [budget, rpm, concurrency, queued].find((r) => r.status === 'rejected');
     if (failure) {
       for (const slot of [concurrency, queued]) {
         if (slot.status === 'fulfilled') {
@@ -122,7 +128,7 @@ export class LimitsService {
       }
       const reason = failure.reason as Error;
       if (reason instanceof AppError && rpm.status === 'fulfilled') {
-        // A concurrency or queue refusal still says where the org stands per minute.
+        // A budget, concurrency or queue refusal still says where the org stands per minute.
         throw new AppError(reason.code, reason.message, reason.param, { ...rpm.value, ...reason.headers });
       }
       throw reason;

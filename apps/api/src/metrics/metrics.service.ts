@@ -17,7 +17,7 @@ export class MetricsService {
 
   readonly rateLimitRejections = new Counter({
     name: 'switchyard_rate_limit_rejections_total',
-    help: 'Requests refused with 429, by limit (rpm, concurrency, queued, auth_failures)',
+    help: 'Requests refused with 429, by limit (rpm, concurrency, queued, auth_failures, org_budget, key_budget)',
     labelNames: ['kind'],
     registers: [this.registry],
   });

@@ -22,3 +22,12 @@ export const PARAM = {
   model: 'A model id; a `/` in it is sent as %2F',
   org: 'An organization, by name',
 } as const;
+
+/** A monthly token budget as the bodies give it and the answers show it. */
+export const budget = z
+  .number()
+  .int()
+  .nullable()
+  .describe(
+    'The most tokens (prompt and completion) its requests may use in a calendar month (UTC): 0 to 1,000,000,000,000,000, or null for no ceiling. Over it, requests get 429 insufficient_quota until the month ends',
+  );

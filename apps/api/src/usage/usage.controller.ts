@@ -15,7 +15,8 @@ import { Caller } from '../auth/auth-context';
 import type { AuthContext } from '../auth/auth-context';
 import { parseInput } from '../common/validation';
 import { ApiRoute } from '../openapi/api-route.decorator';
-import { usageReport } from './usage.schemas';
+import { BudgetsService } from '../limits/budgets.service';
+import { tenantUsageReport, usageReport } from './usage.schemas';
 
 /** Usage reports: a tenant's own (`/v1/usage`, API key) and any organization's (`/admin/usage`, admin token). */
 @Controller()
@@ -23,7 +24,10 @@ export class UsageController {
   private readonly usage: UsageService;
   private readonly orgs: AdminOrgsService;
 
-  constructor(prisma: PrismaService) {
+  constructor(
+    prisma: PrismaService,
+    private readonly budgets: BudgetsService,
+  ) {
     this.usage = new UsageService(prisma.pool);
     this.orgs = new AdminOrgsService(sqlOf(prisma.pool));
   }
@@ -34,12 +38,13 @@ export class UsageController {
     summary: 'Usage of your organization',
     tag: 'Usage',
     query: usageQueryParams,
-    ok: { description: 'The report', json: usageReport },
+    ok: { description: 'The report, and your budgets', json: tenantUsageReport },
     errors: [400],
   })
-  tenant(@Caller() caller: AuthContext, @Query() params: unknown) {
+  async tenant(@Caller() caller: AuthContext, @Query() params: unknown) {
     const query = parseUsageQuery(parseInput(usageQueryParams, params ?? {}), USAGE_GROUPS);
-    return this.usage.report(query, caller.orgId);
+    const [report, budgets] = await Promise.all([this.usage.report(query, caller.orgId), this.budgets.report(caller)]);
+    return { ...report, budgets };
   }
 
   @Get('admin/usage')

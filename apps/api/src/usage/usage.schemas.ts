@@ -46,3 +46,27 @@ export const usageReport = named(
     data: z.array(usageRow),
   }),
 );
+
+/** Where one monthly token budget stands this month. */
+const budgetStanding = z
+  .strictObject({
+    monthly_token_budget: z.number().int(),
+    used: z.number().int().describe('Tokens used this month, counted as tasks end'),
+    remaining: z.number().int().describe('The budget less what was used, at least 0'),
+  })
+  .nullable();
+
+/** `GET /v1/usage`: the report, and the caller's budgets this month. */
+export const tenantUsageReport = named(
+  'TenantUsageReport',
+  'A usage report over [from, to), and where your organization’s and your key’s monthly token budgets stand this month (null: no budget).',
+  z.strictObject({
+    ...usageReport.shape,
+    budgets: z.strictObject({
+      month: z.string().describe('The month the budgets count (UTC), YYYY-MM'),
+      resets_at: iso.describe('When the month ends and the budgets start again'),
+      org: budgetStanding,
+      key: budgetStanding,
+    }),
+  }),
+);

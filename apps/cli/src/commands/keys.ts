@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
+import { NO_BUDGET, tokenBudget } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
 
 const SHOWN_ONCE = 'Store this key now: it is not shown again.';
 
-/** `key create|list|revoke|rotate`: API keys of an organization. */
+/** `key create|list|revoke|rotate|budget`: API keys of an organization. */
 export function addKeyCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const key = program.command('key').description('API keys of an organization');
@@ -33,4 +34,10 @@ export function addKeyCommands(program: Command, run: Run): void {
     .action((id: string, opts: { grace: string }) =>
       admin((a) => a.keys.rotate(id, { grace: opts.grace }), { note: SHOWN_ONCE }),
     );
+  key
+    .command('budget')
+    .description("set a key's own monthly token budget, within its organization's (a rotated key's successor keeps it)")
+    .argument('<key-id>', 'the key')
+    .argument('<tokens|none>', 'tokens (prompt and completion), or none to remove the budget', tokenBudget)
+    .action((id: string, tokens: number) => admin((a) => a.keys.setBudget(id, tokens === NO_BUDGET ? null : tokens)));
 }

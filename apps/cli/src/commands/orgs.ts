@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { OrgCompat } from '@app/common/prisma/generated/enums';
-import { onOff, orgCompat, positiveInt } from '../arguments';
+import { NO_BUDGET, onOff, orgCompat, positiveInt, tokenBudget } from '../arguments';
 import { adminCall } from '../runner';
 import type { Run } from '../runner';
 
@@ -8,7 +8,7 @@ import type { Run } from '../runner';
 const limit = (value: string) => (value === 'none' || value === '0' ? 0 : positiveInt(value));
 const orNull = (value: number | undefined) => (value === 0 ? null : value);
 
-/** `org create|list|limits|network|resume|compat|weight`: organizations (tenants). */
+/** `org create|list|limits|network|resume|compat|weight|budget`: organizations (tenants). */
 export function addOrgCommands(program: Command, run: Run): void {
   const admin = adminCall(run);
   const org = program.command('org').description('organizations (tenants)');
@@ -65,4 +65,15 @@ export function addOrgCommands(program: Command, run: Run): void {
     .argument('<name>', 'organization')
     .argument('<n>', 'weight, 1 to 100 (default 1)', positiveInt)
     .action((name: string, weight: number) => admin((a) => a.orgs.setLimits(name, { weight })));
+  org
+    .command('budget')
+    .description(
+      "set the organization's monthly token budget: the most tokens its requests may use in a calendar month " +
+        '(UTC); over it, requests get 429 insufficient_quota until the month ends',
+    )
+    .argument('<name>', 'organization')
+    .argument('<tokens|none>', 'tokens (prompt and completion), or none to remove the budget', tokenBudget)
+    .action((name: string, tokens: number) =>
+      admin((a) => a.orgs.setLimits(name, { monthlyTokenBudget: tokens === NO_BUDGET ? null : tokens })),
+    );
 }

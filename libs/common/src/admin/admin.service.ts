@@ -62,6 +62,7 @@ export class AdminService {
   createKey = (input: CreateKeyInput) => this.keys.create(input);
   listKeys = (org: string) => this.keys.list(org);
   revokeKey = (id: string) => this.keys.revoke(id);
+  setKeyBudget = (id: string, budget: number | null) => this.keys.setBudget(id, budget);
   rotateKey = (id: string, input?: RotateKeyInput) => this.keys.rotate(id, input);
   addModel = (input: AddModelInput) => this.models.add(input);
   listModels = () => this.models.list();

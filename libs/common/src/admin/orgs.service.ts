@@ -20,6 +20,8 @@ export interface LimitsInput {
   resume?: boolean;
   compat?: OrgCompat;
   weight?: number;
+  /** The most tokens its requests may use in a calendar month (UTC); null removes the ceiling. */
+  monthlyTokenBudget?: number | null;
 }
 
 /** An organization row as the admin services read it. */
@@ -34,6 +36,8 @@ export interface OrgRow {
   resume: boolean;
   compat: OrgCompat;
   weight: number;
+  /** A BIGINT, which pg reads as a string. */
+  monthly_token_budget: string | null;
 }
 
 const limitSchema = z.number().int().min(1).max(1_000_000_000).nullable();
@@ -42,6 +46,11 @@ const resumeSchema = z.boolean();
 const compatSchema = z.enum(OrgCompat, { message: `must be one of ${Object.values(OrgCompat).join(', ')}` });
 /** 1-100: a ratio beyond 100:1 between two orgs is not a share any more, it is a lockout. */
 const weightSchema = z.number().int().min(1).max(100);
+
+/** 0 (nothing may run) to a quadrillion, or null for none: pg's BIGINT read back as a JS number exactly. */
+export const monthlyBudgetSchema = z.number().int().min(0).max(1e15).nullable();
+/** A budget column as the API shows it. */
+export const budgetJson = (value: string | null) => (value === null ? null : Number(value));
 
 const limitsJson = (o: OrgRow) => ({ rpm: o.rpm_limit, concurrency: o.concurrency_limit, max_queued: o.max_queued });
 
@@ -83,8 +92,9 @@ export class AdminOrgsService {
 
   /**
    * Sets an org's limits (requests per minute, concurrent requests, queued jobs per model), its network
-   * and resume switches, its compat and its weight. The api reads the switches and compat with each key
-   * lookup (ApiKeyService); the dispatchers read the weight when a line is backlogged (fair-share.ts).
+   * and resume switches, its compat, its weight and its monthly token budget. The api reads the switches,
+   * compat and budget with each key lookup (ApiKeyService); the dispatchers read the weight when a line
+   * is backlogged (fair-share.ts).
    */
   async setLimits(orgName: string, input: LimitsInput) {
     const changes: [string, number | boolean | string | null][] = [];
@@ -109,7 +119,12 @@ export class AdminOrgsService {
     if (input.weight !== undefined) {
       changes.push(['weight', check(weightSchema, input.weight, 'weight')]);
     }
-    const org = await findOrgByName(this.sql, orgName);
+    if (input.monthlyTokenBudget !== undefined) {
+      changes.push([
+        'monthly_token_budget',
+        check(monthlyBudgetSchema, input.monthlyTokenBudget, 'monthly_token_budget'),
+      ]);
+    }
     const set = changes.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     const [row] = changes.length
       ? await this.sql.query<OrgRow>(`UPDATE organizations SET ${set} WHERE id = $1::uuid RETURNING *`, [
@@ -125,6 +140,7 @@ export class AdminOrgsService {
       resume: row.resume,
       compat: row.compat,
       weight: row.weight,
+      monthly_token_budget: budgetJson(row.monthly_token_budget),
     };
   }
 
@@ -146,6 +162,7 @@ export class AdminOrgsService {
       resume: o.resume,
       compat: o.compat,
       weight: o.weight,
+      monthly_token_budget: budgetJson(o.monthly_token_budget),
       active_keys: Number(o.active_keys),
       models: Number(o.models),
       devices: Number(o.devices),

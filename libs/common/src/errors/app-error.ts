@@ -32,6 +32,8 @@ export const ERROR_STATUS = {
   request_too_large: 413,
   unsupported_media_type: 415,
   rate_limit_exceeded: 429,
+  /** A monthly token budget (the org's or the key's) is used up: OpenAI's code for a quota run out. */
+  insufficient_quota: 429,
   internal_error: 500,
   device_error: 502,
   device_disconnected: 502,
@@ -104,7 +106,13 @@ export function openAIError(
   code: string,
   param: string | null = null,
 ): OpenAIErrorBody {
-  // OpenAI sends invalid_request_error for 401 bodies with code invalid_api_key.
-  const type = code === 'invalid_api_key' ? 'invalid_request_error' : errorType(status);
+  // OpenAI sends invalid_request_error for 401 bodies with code invalid_api_key, and names the type of a
+  // quota run out after its code.
+  const type =
+    code === 'invalid_api_key'
+      ? 'invalid_request_error'
+      : code === 'insufficient_quota'
+        ? 'insufficient_quota'
+        : errorType(status);
   return { error: { message, type, param, code } };
 }

@@ -38,6 +38,8 @@ describe('Redis keys', () => {
       requestsPerMinute: 'sy:rl:rpm:<org id>',
       concurrencySlots: 'sy:limit:concurrency:<org id>',
       queuedSlots: 'sy:limit:queued:<org id>:<model id>',
+      orgTokensSpent: 'sy:spent:org:<org id>:<month (YYYY-MM)>',
+      keyTokensSpent: 'sy:spent:key:<key id>:<month (YYYY-MM)>',
       apiKeyFailures: 'sy:rl:authfail:<address>',
       adminTokenFailures: 'sy:rl:adminfail:<address>',
       adminSession: 'sy:admin-session:<SHA-256 of the session id>',

@@ -299,6 +299,21 @@ export const REDIS_KEYS = catalog({
     holds: "an organization's task ids waiting for a model, scored by expiry",
     lifetime: 'an entry leaves when its task is assigned or ends, or at its expiry',
   },
+  orgTokensSpent: {
+    name: (orgId: string, month: string) => `sy:spent:org:${orgId}:${month}`,
+    parts: ['org id', 'month (YYYY-MM)'],
+    type: 'string',
+    holds:
+      'the tokens an organization with a monthly budget used in a month (UTC): added as its tasks end, raised to what Postgres counted by the budget reconciler',
+    lifetime: 'until the end of the following month',
+  },
+  keyTokensSpent: {
+    name: (keyId: string, month: string) => `sy:spent:key:${keyId}:${month}`,
+    parts: ['key id', 'month (YYYY-MM)'],
+    type: 'string',
+    holds: 'the tokens an API key with a monthly budget used in a month (UTC), as for an organization',
+    lifetime: 'until the end of the following month',
+  },
   apiKeyFailures: {
     name: 'sy:rl:authfail',
     prefix: true,

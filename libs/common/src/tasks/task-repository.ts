@@ -1,6 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { RedisClient } from '../redis/redis';
 import type { TaskStatus } from '../prisma/generated/enums';
+import { SpendCounter } from '../budgets/spend-counter';
+import type { Spend } from '../budgets/spend-counter';
 import { DeviceStateRepository } from '../live/device-state-repository';
 import { queueOfLine } from '../queues/queues';
 import { ServiceTimes } from '../queues/service-time';
@@ -61,7 +63,8 @@ interface TransitionCommand {
  * completed task's line and time on its device; refused (0) with the status; or (2) the dispatcher
  * that holds the task, when the script was given another's held set.
  */
-type TransitionReply = [1, number, string, string, string, number | string] | [0, string] | [2, string];
+type TransitionReply =
+  [1, number, string, string, string, number | string, string?, string?, string?] | [0, string] | [2, string];
 
 /**
  * The one owner of a task's transitions: create, claim, first output, requeue and every ending. The
@@ -74,6 +77,7 @@ export class TaskRepository {
   private readonly redis: RedisClient & TransitionCommand;
   private readonly devices: DeviceStateRepository;
   private readonly serviceTimes: ServiceTimes;
+  private readonly spend: SpendCounter;
   private readonly keys: KeySpace;
 
   constructor(
@@ -87,6 +91,7 @@ export class TaskRepository {
     this.keys = KeySpace.of(redis);
     this.devices = new DeviceStateRepository(redis);
     this.serviceTimes = new ServiceTimes(redis);
+    this.spend = new SpendCounter(redis);
   }
 
   /**
@@ -102,6 +107,7 @@ export class TaskRepository {
     event: StreamFields = [],
     ttlMs = this.options.endedTtlMs,
     holder = this.options.dispatcherId ?? '',
+    tokens = 0,
   ): Promise<TransitionResult> {
     // The task's keys and its partition's indexes: one slot on a cluster.
     const k = this.keys.partitionOf(taskId);
@@ -131,8 +137,11 @@ export class TaskRepository {
         // refused as the live state it is in.
         return { ok: false, status: reply[0] === 0 ? (reply[1] as TaskStatus) || null : 'assigned' };
       }
-      const [, attempt, deviceId, address, line, serviceMs] = reply;
+      const [, attempt, deviceId, address, line, serviceMs, budgets, orgId, apiKeyId] = reply;
       this.afterwards(op, deviceId, address, line, Number(serviceMs));
+      if (budgets && orgId) {
+        this.count({ orgId, apiKeyId: apiKeyId || null, scope: budgets, tokens, at: Date.now() });
+      }
       return { ok: true, attempt: Number(attempt) };
     }
   }
@@ -149,6 +158,15 @@ export class TaskRepository {
     if (line.includes('.') && serviceMs >= 0) {
       this.serviceTimes.record(queueOfLine(line), serviceMs);
     }
+  }
+
+  /**
+   * An ended task's tokens, added to the monthly budgets its api said they count against. Not waited
+   * for: a count that fails leaves the counter short until the budget reconciler raises it to what
+   * Postgres counted (docs/architecture.md, "Budgets").
+   */
+  private count(spend: Spend): void {
+    this.spend.add(spend).catch(() => undefined);
   }
 
   /**
@@ -196,7 +214,8 @@ export class TaskRepository {
     const g = guardArg(guard);
     let result: TransitionResult;
     try {
-      result = await this.run(taskId, 'end', g, pairs, event);
+      const tokens = (ending.promptTokens ?? 0) + (ending.completionTokens ?? 0);
+      result = await this.run(taskId, 'end', g, pairs, event, undefined, undefined, tokens);
     } catch (err) {
       // Redis is unreachable: the ending cannot wait for it (the client is told now), so it goes to
       // the record itself; the state in Redis, if it survives, can no longer replace it.

@@ -4,7 +4,7 @@ import type { HashField } from '../redis/hash-codec';
 import type { TaskSnapshot } from './task-state';
 
 /** Everything a task's state hash holds: its snapshot, and its deadline. */
-export type TaskStateValues = TaskSnapshot & { deadline: number };
+export type TaskStateValues = TaskSnapshot & { deadline: number; budgets: string | null };
 
 const f = hashField;
 
@@ -27,6 +27,10 @@ export const taskStateCodec = new HashCodec({
   line: f.text('line', 'the line its job waits in'),
   apiInstance: f.text('apiid', 'the api instance that holds the client'),
   deadline: f.integer('dl', 'its deadline: past it, the reaper ends the task'),
+  budgets: f.optionalText(
+    'bud',
+    'which monthly budgets its tokens count against: `o` its org’s, `k` its key’s, `ok` both (absent: none)',
+  ),
   status: f.text<TaskStatus>('st', 'its status'),
   version: f.integer('ver', 'the version of this state (attempt a: 4a+1 assigned, 4a+2 streaming, 4a+3 requeued)'),
   attempts: f.integer('att', 'claims so far'),

@@ -1,6 +1,7 @@
 import type { TaskApi, TaskKind, TaskMode, TaskStatus } from '../prisma/generated/enums';
 import { taskStateCodec } from './task-state-codec';
 import type { EndedStatus } from './task-statuses';
+import type { BudgetScope } from '../budgets/spend-counter';
 
 /** What a new task starts with (its job is enqueued right after). */
 export interface NewTask {
@@ -20,6 +21,8 @@ export interface NewTask {
   apiInstance: string;
   /** Past this (epoch ms) nobody can still end the task: the reaper does (see taskDeadline). */
   deadline: number;
+  /** Which monthly budgets its tokens count against when it ends (see budgetScope); null or absent: none. */
+  budgets?: BudgetScope | null;
 }
 
 /** How a task ended. */
@@ -89,6 +92,6 @@ export function parseSnapshot(h: Record<string, string>): TaskSnapshot | null {
   if (!h[taskStateCodec.names.id] || !h[taskStateCodec.names.status]) {
     return null;
   }
-  const { deadline: _deadline, ...snapshot } = taskStateCodec.decode(h);
+  const { deadline: _deadline, budgets: _budgets, ...snapshot } = taskStateCodec.decode(h);
   return snapshot;
 }

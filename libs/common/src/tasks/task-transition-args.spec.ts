@@ -62,6 +62,13 @@ describe('task transition arguments', () => {
     });
   });
 
+  it('a creation carries the budgets its tokens count against, and only when there are some', () => {
+    const [, ...withBudgets] = creationArgs({ ...task, budgets: 'ok' });
+    expect(hash(withBudgets).bud).toBe('ok');
+    const [, ...without] = creationArgs({ ...task, budgets: null });
+    expect(hash(without)).not.toHaveProperty('bud');
+  });
+
   it("a creation carries the task's kind, chat as well as embedding", () => {
     expect(hash(creationArgs(task).slice(1)).kind).toBe('embedding');
     expect(hash(creationArgs({ ...task, kind: 'chat' }).slice(1)).kind).toBe('chat');

@@ -24,6 +24,7 @@ export function creationArgs(task: NewTask): [number, ...string[]] {
     line: task.line,
     apiInstance: task.apiInstance,
     deadline: task.deadline,
+    budgets: task.budgets ?? undefined,
   });
   return [pairs.length / 2, ...pairs];
 }

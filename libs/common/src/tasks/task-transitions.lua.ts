@@ -26,7 +26,8 @@ export const ENDED_VERSION = 1_000_000_000;
  * Returns {1, attempts, device, address, line, service ms} when accepted: the device the task was
  * claimed by or let go from, and its address ('' when no device was concerned), so that the caller
  * sets or clears the task held in that device's live state (a key of the device's, not the task's);
- * and, for a completed task, its line and its time on the device, for its queue's service time ('').
+ * and, for a completed task, its line and its time on the device, for its queue's service time ('');
+ * for an ending, then, the budgets its tokens count against (see budgetScope), its org and its key ('').
  * Returns {0, status} when refused (status '' when the task is unknown).
  *
  * Versions order the states of one task for the writer (see TaskRecordWriter): attempt a of a task is
@@ -52,7 +53,8 @@ local event = {}
 for i = 8 + 2 * n, #ARGV do event[#event + 1] = ARGV[i] end
 -- What any transition reads of the task, in one call (false where a field is absent).
 local cur = redis.call('HMGET', t, '${F.status}', '${F.attempts}', '${F.id}', '${F.address}', '${F.deviceId}',
-  '${F.dispatcherId}', '${F.token}', '${F.firstTokenAt}', '${F.assignedAt}', '${F.line}', '${F.resumes}')
+  '${F.dispatcherId}', '${F.token}', '${F.firstTokenAt}', '${F.assignedAt}', '${F.line}', '${F.resumes}',
+  '${F.budgets}', '${F.orgId}', '${F.apiKeyId}')
 local st, id, addr, dev, disp, tok, ft, as, line = cur[1], cur[3], cur[4], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]
 local att = tonumber(cur[2])
 local resumes = tonumber(cur[11]) or 0
@@ -168,7 +170,9 @@ if op == 'end' then
   end
   redis.call('PEXPIRE', t, ARGV[4])
   record()
-  return {1, att, dev or '', addr or '', svcLine, ms}
+  -- The budgets its tokens count against, with its org and key: the caller adds the tokens (keys of
+  -- the org's and the key's, not the task's).
+  return {1, att, dev or '', addr or '', svcLine, ms, cur[12] or '', cur[13] or '', cur[14] or ''}
 end
 
 return redis.error_reply('unknown task transition ' .. op)

@@ -5,7 +5,16 @@ import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
 import { list } from '../list';
-import { createKeyBody, keyCreated, keyList, keyRevoked, keyRotated, rotateKeyBody } from './keys.schemas';
+import {
+  createKeyBody,
+  keyBudget,
+  keyBudgetBody,
+  keyCreated,
+  keyList,
+  keyRevoked,
+  keyRotated,
+  rotateKeyBody,
+} from './keys.schemas';
 
 const KEY_ID = 'The key’s id';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { listOf, named } from '../../openapi/components';
+import { budget, listOf, named } from '../../openapi/components';
 
 /*
  * The bodies the keys routes validate (strict: an unknown key is 400) and the answers they give. Values
@@ -9,6 +9,11 @@ import { listOf, named } from '../../openapi/components';
 export const createKeyBody = z.strictObject({
   label: z.string().optional().describe('1-100 characters'),
   expires_in: z.string().optional().describe('Lifetime: a number followed by s, m, h or d (30d), at most 3650d'),
+});
+export const keyBudgetBody = z.strictObject({
+  monthly_token_budget: budget.describe(
+    'The most tokens this key’s requests may use in a calendar month (UTC), within its organization’s: 0 to 1,000,000,000,000,000, or null for none of its own',
+  ),
 });
 export const rotateKeyBody = z.strictObject({
   grace: z
@@ -49,6 +54,7 @@ export const keyEntry = named(
     last_used_at: iso.nullable(),
     rotated_from: uuid.nullable(),
     rotated_to: uuid.nullable(),
+    monthly_token_budget: budget,
   }),
 );
 export const keyList = named('KeyList', 'An organization’s API keys, oldest first.', listOf(keyEntry));
@@ -56,4 +62,9 @@ export const keyRevoked = named(
   'KeyRevoked',
   'A revoked key (revoking again keeps the first time).',
   z.strictObject({ id: uuid, prefix: z.string(), revoked_at: iso }),
+);
+export const keyBudget = named(
+  'KeyBudget',
+  'A key after its monthly token budget was set.',
+  z.strictObject({ id: uuid, prefix: z.string(), label: z.string().nullable(), monthly_token_budget: budget }),
 );

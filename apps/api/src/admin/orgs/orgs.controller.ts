@@ -41,7 +41,7 @@ export class AdminOrgsController {
    */
   @Patch('orgs/:org')
   @ApiRoute({
-    summary: 'Set an organization’s limits, network and resume switches, compat and weight',
+    summary: 'Set an organization’s limits, network and resume switches, compat, weight and monthly token budget',
     tag: 'Admin',
     params: { org: PARAM.org },
     body: { schema: limitsBody, required: false },
@@ -58,6 +58,7 @@ export class AdminOrgsController {
       resume: input.resume,
       compat: input.compat,
       weight: input.weight,
+      monthlyTokenBudget: input.monthly_token_budget,
     });
   }
 }

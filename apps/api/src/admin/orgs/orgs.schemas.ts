@@ -1,7 +1,7 @@
 import { z } from 'zod';
 // By path, not '@app/common': the dashboard's compiler reads these schemas without the alias.
 import { OrgCompat } from '../../../../../libs/common/src/prisma/generated/enums';
-import { listOf, named } from '../../openapi/components';
+import { budget, listOf, named } from '../../openapi/components';
 
 /*
  * The bodies the orgs routes validate (strict: an unknown key is 400) and the answers they give. Values
@@ -39,6 +39,7 @@ export const limitsBody = z.strictObject({
     .int()
     .optional()
     .describe('Its share of a queue’s assignments when several organizations wait: 1 to 100 (default 1)'),
+  monthly_token_budget: budget.optional(),
 });
 
 const iso = z.iso.datetime({ offset: true });
@@ -66,6 +67,7 @@ export const orgEntry = named(
     resume: z.boolean(),
     compat: z.enum(OrgCompat),
     weight: z.number().int(),
+    monthly_token_budget: budget,
     active_keys: z.number().int(),
     models: z.number().int(),
     devices: z.number().int(),
@@ -74,7 +76,7 @@ export const orgEntry = named(
 export const orgList = named('OrgList', 'Every organization, by name.', listOf(orgEntry));
 export const orgLimits = named(
   'OrgLimits',
-  'An organization’s settings after the change: limits (null: unlimited), network and resume switches, compat, weight.',
+  'An organization’s settings after the change: limits (null: unlimited), network and resume switches, compat, weight, monthly token budget.',
   z.strictObject({
     id: uuid,
     name: z.string(),
@@ -83,5 +85,6 @@ export const orgLimits = named(
     resume: z.boolean(),
     compat: z.enum(OrgCompat),
     weight: z.number().int(),
+    monthly_token_budget: budget,
   }),
 );

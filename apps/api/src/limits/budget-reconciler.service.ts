@@ -1,0 +1,117 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { LOGGER, PrismaService, REDIS, SpendCounter, UsageService, monthStart } from '@app/common';
+import type { Logger, RedisClient } from '@app/common';
+
+/** How often every budget's counter is raised to what Postgres counted this month. */
+const RECONCILE_INTERVAL_MS = 30_000;
+
+/** The orgs that have a budget, or a key with one (all of them, or the one of $1), and those budgets. */
+const budgeted = (oneOrg: boolean) => `
+  SELECT o.id AS org_id, o.monthly_token_budget IS NOT NULL AS org_budget,
+         coalesce(array_agg(k.id) FILTER (WHERE k.id IS NOT NULL), '{}') AS keys
+  FROM organizations o
+  LEFT JOIN api_keys k ON k.org_id = o.id AND k.monthly_token_budget IS NOT NULL AND k.revoked_at IS NULL
+  WHERE (o.monthly_token_budget IS NOT NULL OR k.id IS NOT NULL)${oneOrg ? ' AND o.id = $1::uuid' : ''}
+  GROUP BY o.id`;
+
+interface BudgetedOrg {
+  org_id: string;
+  org_budget: boolean;
+  keys: string[];
+}
+
+/**
+ * Keeps the spend counters of budgets (SpendCounter) at least at what Postgres counted this month. The
+ * counters are added to as tasks end, but only for orgs and keys that had a budget when the task was
+ * queued, and an add can be lost (a dispatcher that dies between a task's ending and its count, a
+ * Redis that restarts without its data): a budget set in the middle of a month would start from 0.
+ * Every api instance raises every budget's counters to the month's usage (the usage rollups) every
+ * RECONCILE_INTERVAL_MS, and an org's at once when this instance first sees its budget. Raising never
+ * lowers a counter, so instances that run it together agree.
+ */
+@Injectable()
+export class BudgetReconciler implements OnModuleInit, OnModuleDestroy {
+  private readonly spend: SpendCounter;
+  private readonly usage: UsageService;
+  private timer: NodeJS.Timeout | undefined;
+  /** Orgs whose budgets this instance has reconciled since it started (or is reconciling). */
+  private readonly seen = new Set<string>();
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly prisma: PrismaService,
+    @Inject(REDIS) redis: RedisClient,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {
+    this.spend = new SpendCounter(redis);
+    this.usage = new UsageService(prisma.pool);
+  }
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.reconcileAll(), RECONCILE_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** A request of an org with a budget: its counters are reconciled now if this instance has not yet. */
+  notice(orgId: string): void {
+    if (!this.seen.has(orgId)) {
+      this.seen.add(orgId);
+      void this.reconcileOrg(orgId);
+    }
+  }
+
+  /** Every budget's counters. */
+  reconcileAll(): Promise<void> {
+    this.running = this.running.then(async () => {
+      try {
+        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(false));
+        for (const org of rows) {
+          await this.raise(org);
+        }
+      } catch (error) {
+        this.logger.warn({ err: error }, 'could not reconcile the budgets’ spend counters; will retry');
+      }
+    });
+    return this.running;
+  }
+
+  /** One org's counters (its budget's and its keys'). */
+  reconcileOrg(orgId: string): Promise<void> {
+    this.running = this.running.then(async () => {
+      try {
+        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(true), [orgId]);
+        for (const org of rows) {
+          await this.raise(org);
+        }
+      } catch (error) {
+        this.seen.delete(orgId);
+        this.logger.warn({ err: error, orgId }, 'could not reconcile an organization’s spend counters');
+      }
+    });
+    return this.running;
+  }
+
+  private async raise(org: BudgetedOrg): Promise<void> {
+    const now = Date.now();
+    const report = await this.usage.report({ from: monthStart(now), to: new Date(now), groupBy: ['key'] }, org.org_id);
+    const byKey = new Map<unknown, number>();
+    let total = 0;
+    for (const row of report.data) {
+      const used = Number(row.prompt_tokens) + Number(row.completion_tokens);
+      byKey.set(row.key, used);
+      total += used;
+    }
+    if (org.org_budget) {
+      await this.spend.raiseOrg(org.org_id, now, total);
+    }
+    for (const key of org.keys) {
+      await this.spend.raiseKey(key, now, byKey.get(key) ?? 0);
+    }
+  }
+}

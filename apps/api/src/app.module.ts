@@ -8,6 +8,7 @@ import { AuthModule } from './auth/auth.module';
 import { DashboardController } from './dashboard/dashboard.controller';
 import { AllExceptionsFilter } from './common/all-exceptions.filter';
 import { LimitsModule } from './limits/limits.module';
+import { RetentionService } from './usage/retention.service';
 import { UsageController } from './usage/usage.controller';
 import { OpenApiController } from './openapi/openapi.controller';
 import { UsageFoldService } from './usage/usage-fold.service';
@@ -61,6 +62,7 @@ export class AppModule {
         // Here rather than in EmbeddingsModule, as the chat handlers are: ollama/ imports embeddings/, not back.
         OllamaEmbedHandler,
         UsageFoldService,
+        RetentionService,
         { provide: APP_FILTER, useClass: AllExceptionsFilter },
       ],
     };

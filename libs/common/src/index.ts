@@ -63,3 +63,4 @@ export * from './trust/trust-store';
 export * from './tasks/relayed-output';
 export * from './budgets/budget-month';
 export * from './budgets/spend-counter';
+export * from './usage/task-retention';

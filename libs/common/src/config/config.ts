@@ -139,6 +139,11 @@ export const configSchema = z
      * batches of this many, embedded in parallel by the idle devices serving the model.
      */
     EMBED_BATCH_MAX: z.coerce.number().int().min(1).max(2048).default(64),
+    /**
+     * How many days task records are kept (by `queued_at`); older ended ones are deleted in small
+     * batches, and the usage rollups keep their counts. 0 keeps every record.
+     */
+    TASK_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(90),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   // One port cannot both serve /admin only and refuse it.

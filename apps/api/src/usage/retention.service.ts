@@ -1,0 +1,89 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { setTimeout as delay } from 'node:timers/promises';
+import { APP_CONFIG, LOGGER, PrismaService, RETENTION_BATCH, deleteExpiredTasks, retentionCutoff } from '@app/common';
+import type { AppConfig, Logger } from '@app/common';
+
+/** How often an api instance looks for task records past retention. */
+const RETENTION_INTERVAL_MS = 60_000;
+/**
+ * After each batch, a pause as long as the batch took (and at least this): the deletes use at most half
+ * of one Postgres connection's time, so a backlog (a month of records at once) drains steadily without
+ * crowding out the record writer.
+ */
+const MIN_PAUSE_MS = 20;
+/** One instance deletes at a time: a session-level advisory lock (an arbitrary key of this job's). */
+const RETENTION_LOCK = 0x5359_5245;
+
+/**
+ * Deletes task records older than TASK_RETENTION_DAYS (docs/operations.md, "Retention"), in batches of
+ * RETENTION_BATCH, paced, oldest first; the usage rollups keep their counts. Every api instance tries
+ * every RETENTION_INTERVAL_MS; one that finds the lock taken leaves it to the one holding it.
+ */
+@Injectable()
+export class RetentionService implements OnModuleInit, OnModuleDestroy {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private stopping = false;
+
+  constructor(
+    private readonly prisma: PrismaService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    if (this.config.TASK_RETENTION_DAYS === 0) {
+      return;
+    }
+    this.timer = setInterval(() => void this.prune(), RETENTION_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One pass: every record past retention, batch by batch, unless another instance is at it. */
+  prune(): Promise<void> {
+    this.running = this.running.then(async () => {
+      const client = await this.prisma.pool.connect().catch(() => null);
+      if (!client) {
+        return;
+      }
+      try {
+        const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
+          RETENTION_LOCK,
+        ]);
+        if (!rows[0].locked) {
+          return;
+        }
+        try {
+          const cutoff = retentionCutoff(Date.now(), this.config.TASK_RETENTION_DAYS);
+          let deleted = 0;
+          while (!this.stopping) {
+            const started = Date.now();
+            const batch = await deleteExpiredTasks(this.prisma.pool, cutoff);
+            deleted += batch;
+            if (batch < RETENTION_BATCH) {
+              break;
+            }
+            await delay(Math.max(MIN_PAUSE_MS, Date.now() - started));
+          }
+          if (deleted > 0) {
+            this.logger.info({ deleted, before: cutoff.toISOString() }, 'deleted task records past retention');
+          }
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [RETENTION_LOCK]);
+        }
+      } catch (error) {
+        this.logger.warn({ err: error }, 'could not delete task records past retention; will retry');
+      } finally {
+        client.release();
+      }
+    });
+    return this.running;
+  }
+}

@@ -4,7 +4,7 @@ import type { NestApplicationOptions } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { AppError, LOGGER, openAIError } from '@app/common';
+import { AppError, LOGGER, RequestTraces, openAIError, tracingEnabled } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
 import { installAuthHook } from './auth/auth.hook';
 import { routeKey } from './auth/route-access';
@@ -90,6 +90,12 @@ export function configureApiApp(app: NestFastifyApplication, config: AppConfig):
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
     noFraming(reply);
+    if (tracingEnabled()) {
+      // The request's span (child of the client's traceparent): ended when the answer is written or
+      // the client leaves.
+      RequestTraces.begin(request.id, `${request.method} ${request.routeOptions.url ?? 'unmatched'}`, request.headers);
+      reply.raw.once('close', () => RequestTraces.end(request.id, reply.statusCode));
+    }
   });
   // Before anything else looks at the request: a URL that no route takes is answered unread.
   installUnknownRouteHook(app);

@@ -1,7 +1,14 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { PinoNestLogger, createLogger, loadConfigOrExit, onShutdownSignal } from '@app/common';
+import {
+  PinoNestLogger,
+  createLogger,
+  loadConfigOrExit,
+  onShutdownSignal,
+  startTracing,
+  stopTracing,
+} from '@app/common';
 import { AppModule } from './app.module';
 import { API_APP_OPTIONS, configureApiApp, createApiAdapter, listenApi } from './bootstrap';
 import { FlightsService } from './flight/flights.service';
@@ -9,6 +16,9 @@ import { FlightsService } from './flight/flights.service';
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger('api', config.LOG_LEVEL);
+  if (await startTracing('switchyard-api')) {
+    logger.info('exporting traces');
+  }
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, logger),
     createApiAdapter(config),
@@ -31,6 +41,7 @@ async function bootstrap(): Promise<void> {
     adminServer?.closeAllConnections();
     await app.get(FlightsService).drain();
     await app.close();
+    await stopTracing();
   });
 }
 

@@ -241,7 +241,11 @@ export class DeviceAgent {
   private async runTask(task: RunningTask, params: ChatParams): Promise<void> {
     const sink = { delta: (choices: ChoiceDelta[]) => this.onDelta(task, choices) };
     try {
-      const result = await this.config.backend.run({ model: task.model, params }, sink, task.signal);
+      const result = await this.config.backend.run(
+        { model: task.model, params, traceparent: task.traceparent },
+        sink,
+        task.signal,
+      );
       task.settle();
       if (!this.holds(task)) {
         return;
@@ -273,7 +277,10 @@ export class DeviceAgent {
    */
   private async runEmbed(task: RunningTask, params: EmbedParams): Promise<void> {
     try {
-      const result = await this.config.backend.embed({ model: task.model, params }, task.signal);
+      const result = await this.config.backend.embed(
+        { model: task.model, params, traceparent: task.traceparent },
+        task.signal,
+      );
       task.settle();
       if (!this.holds(task)) {
         return;
@@ -349,6 +356,7 @@ export class DeviceAgent {
     }
     this.held.splice(index, 1);
     task.stopBackend();
+    task.endSpan(outcome, extra.error_code);
     this.log.info(task.logLine(outcome, extra), 'task finished');
     if (this.phase === 'draining' && this.held.length === 0) {
       this.stop(0);

@@ -1,4 +1,5 @@
 import { createLogger } from '@app/common/logging/logger';
+import { startTracing, stopTracing } from '@app/common/tracing/tracing';
 import { DeviceAgent } from './agent';
 import { createBackend } from './backends';
 import { doctor } from './doctor/doctor';
@@ -10,7 +11,7 @@ import { serviceCommand } from './service/service-command';
  * Imports only the protocol, key-shape and logging modules of @app/common (not its index), so that the
  * agent starts without loading Prisma, Nest or Redis, none of which a device needs.
  */
-function main(): void {
+async function main(): Promise<void> {
   if (process.argv[2] === 'service') {
     process.exit(
       serviceCommand(process.argv, {
@@ -34,13 +35,17 @@ function main(): void {
     return;
   }
   const logger = createLogger('device', options.logLevel);
+  if (await startTracing('switchyard-device')) {
+    logger.info('exporting traces');
+  }
   const agent = new DeviceAgent({
     servers: options.servers,
     token: options.token,
     backend: createBackend(options.backend, logger),
     logger,
     logContent: options.logContent,
-    onExit: (code) => process.exit(code),
+    // The spans not yet exported go first (a no-op without traces).
+    onExit: (code) => void stopTracing().finally(() => process.exit(code)),
   });
   // The first signal drains (the current task finishes), the second cancels it; see DeviceAgent.shutdown.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -49,4 +54,4 @@ function main(): void {
   agent.start();
 }
 
-main();
+void main();

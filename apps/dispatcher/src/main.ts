@@ -9,6 +9,8 @@ import {
   loadConfigOrExit,
   missingNodeFlags,
   onShutdownSignal,
+  startTracing,
+  stopTracing,
 } from '@app/common';
 import { DispatcherModule } from './app.module';
 import { DeviceGateway } from './devices/device.gateway';
@@ -20,6 +22,9 @@ const ACCEPT_BACKLOG = 8192;
 async function bootstrap(): Promise<void> {
   const config = loadConfigOrExit();
   const logger = createLogger('dispatcher', config.LOG_LEVEL);
+  if (await startTracing('switchyard-dispatcher')) {
+    logger.info('exporting traces');
+  }
   const missing = missingNodeFlags();
   if (missing.length > 0) {
     // It runs without them, but with thousands of devices its garbage collection slows assignments.
@@ -46,6 +51,7 @@ async function bootstrap(): Promise<void> {
     await app.get(DeviceEvents).drain();
     await app.get(DeviceGateway).close();
     await app.close();
+    await stopTracing();
   });
 }
 

@@ -64,3 +64,5 @@ export * from './tasks/relayed-output';
 export * from './budgets/budget-month';
 export * from './budgets/spend-counter';
 export * from './usage/task-retention';
+export * from './tracing/tracing';
+export * from './tracing/request-traces';

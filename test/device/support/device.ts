@@ -27,6 +27,8 @@ export interface RuntimeDeviceOptions {
   healthIntervalMs?: number;
   extraArgs?: string[];
   pool?: string;
+  /** Environment variables of the agent's process beside the harness's (OTEL_EXPORTER_OTLP_ENDPOINT, …). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -47,7 +49,7 @@ export async function startRuntimeDevice(
   }
   args.push(...(opts.extraArgs ?? []));
   await ensureCatalog(opts.online ?? (opts.models ?? []).map((m) => m.split('=')[0]));
-  const proc = startNode('apps/device/src/main.js', args, baseEnv());
+  const proc = startNode('apps/device/src/main.js', args, baseEnv(opts.env));
   if (process.env.DEVICE_TEST_LOG_DIR) {
     // For debugging a failed run: each agent's output in a file of its own.
     const file = join(process.env.DEVICE_TEST_LOG_DIR, `device-${proc.child.pid}.log`);

@@ -4,12 +4,14 @@ import {
   APP_CONFIG,
   AppError,
   LOGGER,
+  RequestTraces,
   budgetScope,
   lineName,
   queueName,
   requirements,
   taskAddress,
   taskDeadline,
+  traceIdOf,
   InstanceService,
 } from '@app/common';
 import type { AppConfig, ChatParams, JobData, Logger, Requirement } from '@app/common';
@@ -169,6 +171,11 @@ export class IntakeService {
     taken: { concurrency: Slot; queued: Slot; headers: RateHeaders },
   ): Promise<Flight> {
     const flight = this.flights.open(task, taken);
+    // The request's span, when traces are exported: the task's spans are its children.
+    const traceparent = RequestTraces.traceparent(data.requestId);
+    if (traceparent) {
+      data.traceparent = traceparent;
+    }
     try {
       await this.queue.enqueue(
         {
@@ -185,6 +192,7 @@ export class IntakeService {
           apiInstance: this.instance.id,
           deadline: taskDeadline(this.config, Date.now()),
           budgets: budgetScope(caller.budgets),
+          traceId: traceIdOf(traceparent),
         },
         data,
         caller.weight,

@@ -57,6 +57,10 @@ export const taskFields = {
     .string()
     .nullable()
     .describe('The model digest its device announced for the model (the runtime’s word); null when it announced none'),
+  trace_id: z
+    .string()
+    .nullable()
+    .describe('The OpenTelemetry trace id of the request that made it, when the api exported traces; else null'),
   queued_at: iso,
   assigned_at: nullableIso,
   first_token_at: nullableIso,

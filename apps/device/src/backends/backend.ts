@@ -7,6 +7,8 @@ export interface BackendTask {
   /** The public model id as the dispatcher assigned it (one of {@link Backend.models}). */
   model: string;
   params: ChatParams;
+  /** The W3C `traceparent` the runtime request carries, when traces are exported. */
+  traceparent?: string;
 }
 
 /** An embedding task: one batch of a request's inputs, already validated by the api. */
@@ -14,6 +16,8 @@ export interface EmbedTask {
   /** The public model id as the dispatcher assigned it (one of {@link Backend.models}). */
   model: string;
   params: EmbedParams;
+  /** The W3C `traceparent` the runtime request carries, when traces are exported. */
+  traceparent?: string;
 }
 
 /** What the runtime answered an embedding task. */

@@ -164,24 +164,40 @@ export class OllamaBackend extends UpstreamBackend {
   }
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
-    return watched(this.monitor, () => this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal));
+    return watched(this.monitor, () =>
+      this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal, task.traceparent),
+    );
   }
 
   embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult> {
-    return watched(this.monitor, () => this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal));
+    return watched(this.monitor, () =>
+      this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal, task.traceparent),
+    );
   }
 
   /** POST /api/embed, answered in one body: every input's vector and the count of their tokens. */
-  private async embedInputs(model: string, params: EmbedParams, signal: AbortSignal): Promise<EmbedResult> {
+  private async embedInputs(
+    model: string,
+    params: EmbedParams,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<EmbedResult> {
     const answer = await postJson(endpoint(this.base, '/api/embed'), ollamaEmbedRequest(model, params), {
       apiKey: this.options.apiKey,
       signal,
+      traceparent,
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
     });
     return ollamaEmbedResult(answer, params);
   }
 
-  private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
+  private async chat(
+    model: string,
+    params: ChatParams,
+    sink: DeltaSink,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<BackendResult> {
     const url = endpoint(this.base, '/api/chat');
     const post = (thinkLevels: boolean) =>
       send({
@@ -190,6 +206,7 @@ export class OllamaBackend extends UpstreamBackend {
         apiKey: this.options.apiKey,
         body: ollamaChatRequest(model, params, thinkLevels),
         signal,
+        traceparent,
         connectTimeoutMs: CONNECT_TIMEOUT_MS,
       });
     const levels = !this.booleanThink.has(model);

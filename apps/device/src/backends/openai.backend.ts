@@ -215,11 +215,15 @@ export class OpenAIBackend extends UpstreamBackend {
   }
 
   run(task: BackendTask, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
-    return watched(this.monitor, () => this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal));
+    return watched(this.monitor, () =>
+      this.chat(this.monitor.upstreamName(task.model), task.params, sink, signal, task.traceparent),
+    );
   }
 
   embed(task: EmbedTask, signal: AbortSignal): Promise<EmbedResult> {
-    return watched(this.monitor, () => this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal));
+    return watched(this.monitor, () =>
+      this.embedInputs(this.monitor.upstreamName(task.model), task.params, signal, task.traceparent),
+    );
   }
 
   /**
@@ -228,13 +232,18 @@ export class OpenAIBackend extends UpstreamBackend {
    * sent once more in float, and float is asked from then on once the runtime took it (a 400 that named
    * base64 for another reason fails in float too, and leaves base64 asked).
    */
-  private async embedInputs(model: string, params: EmbedParams, signal: AbortSignal): Promise<EmbedResult> {
+  private async embedInputs(
+    model: string,
+    params: EmbedParams,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<EmbedResult> {
     const url = endpoint(this.base, '/embeddings');
     const format = this.embedFormat;
-    let reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, format), signal);
+    let reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, format), signal, traceparent);
     if (!reply.ok && format === 'base64' && refusesBase64(reply.status, reply.error)) {
       const refused = reply.status;
-      reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, 'float'), signal);
+      reply = await this.postEmbeddings(url, openaiEmbedRequest(model, params, 'float'), signal, traceparent);
       if (reply.ok && this.embedFormat === 'base64') {
         this.embedFormat = 'float';
         // Not the runtime's message: a validation error may echo the request, inputs included.
@@ -255,13 +264,19 @@ export class OpenAIBackend extends UpstreamBackend {
    * it), or the status and error body of any other. Not postJson itself, which turns the
    * error into the task error at once: a refusal of base64 is told from other 400s by its status and body.
    */
-  private async postEmbeddings(url: URL, body: Record<string, unknown>, signal: AbortSignal): Promise<EmbeddingsReply> {
+  private async postEmbeddings(
+    url: URL,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<EmbeddingsReply> {
     const res = await send({
       method: 'POST',
       url,
       apiKey: this.options.apiKey,
       body,
       signal,
+      traceparent,
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
     });
     if (res.statusCode !== 200) {
@@ -270,7 +285,13 @@ export class OpenAIBackend extends UpstreamBackend {
     return { ok: true, answer: await readJson(res, url, signal) };
   }
 
-  private async chat(model: string, params: ChatParams, sink: DeltaSink, signal: AbortSignal): Promise<BackendResult> {
+  private async chat(
+    model: string,
+    params: ChatParams,
+    sink: DeltaSink,
+    signal: AbortSignal,
+    traceparent?: string,
+  ): Promise<BackendResult> {
     const url = endpoint(this.base, '/chat/completions');
     const res = await send({
       method: 'POST',
@@ -278,6 +299,7 @@ export class OpenAIBackend extends UpstreamBackend {
       apiKey: this.options.apiKey,
       body: openaiChatRequest(model, params, this.server),
       signal,
+      traceparent,
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
     });
     if (res.statusCode !== 200) {

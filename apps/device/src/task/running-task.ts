@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { ChatMessage, ChoiceDelta, FinishReason, ToolCall, Usage } from '@app/common/protocol/chat';
 import type { AssignPayload } from '@app/common/protocol/device-protocol';
 import type { EmbedInput } from '@app/common/protocol/embeddings';
+import { SpanKind, endFailed, startSpan, traceIdOf, traceparentOf } from '@app/common/tracing/tracing';
+import type { Span } from '@app/common/tracing/tracing';
 import type { DispatcherLink } from '../link/dispatcher-link';
 
 export type Outcome = 'completed' | 'failed' | 'cancelled' | 'disconnected' | 'shutdown';
@@ -28,6 +30,13 @@ export class RunningTask {
   readonly kind: TaskKind;
   /** The api's request id, so that one id follows the request through every log. */
   readonly requestId: string | null;
+  /** Its trace (OpenTelemetry), when the dispatcher sent one: its log line names it. */
+  readonly traceId: string | null;
+  /**
+   * The span of its runtime call (child of the dispatcher's device run), when traces are exported; its
+   * `traceparent` goes to the runtime with the request.
+   */
+  private readonly span: Span | null;
   private readonly controller = new AbortController();
   /** The backend's run returned or threw: it is done with the signal. */
   private settled = false;
@@ -57,6 +66,11 @@ export class RunningTask {
     this.model = payload.model;
     this.attempt = payload.attempt;
     this.requestId = payload.request_id ?? null;
+    this.traceId = traceIdOf(payload.traceparent);
+    this.span = startSpan('runtime call', payload.traceparent, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'switchyard.task_address': payload.task_address, 'switchyard.model': payload.model },
+    });
     this.inputs = payload.kind === 'embed' ? payload.embed.input.length : 0;
     if (payload.kind === 'embed') {
       this.kind = 'embed';
@@ -70,6 +84,20 @@ export class RunningTask {
       this.prompt = payload.params.messages;
       this.assistantPrefix = payload.params.assistant_prefix;
       this.output = [];
+    }
+  }
+
+  /** The `traceparent` its runtime request carries (its runtime call's span), when traces are exported. */
+  get traceparent(): string | undefined {
+    return this.span ? traceparentOf(this.span) : undefined;
+  }
+
+  /** The task ended: its runtime call's span too. */
+  endSpan(outcome: Outcome, errorCode?: string): void {
+    if (outcome === 'completed') {
+      this.span?.end();
+    } else {
+      endFailed(this.span, errorCode ?? outcome);
     }
   }
 
@@ -135,6 +163,7 @@ export class RunningTask {
     const common = {
       task_address: this.address,
       request_id: this.requestId,
+      ...(this.traceId ? { trace_id: this.traceId } : {}),
       model: this.model,
       attempt: this.attempt,
       kind: this.kind,

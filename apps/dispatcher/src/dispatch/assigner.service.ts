@@ -1,6 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { APP_CONFIG, LOGGER, TaskRepository, queueOfLine, REDIS, InstanceService, Announcements } from '@app/common';
+import {
+  APP_CONFIG,
+  LOGGER,
+  TaskRepository,
+  queueOfLine,
+  REDIS,
+  InstanceService,
+  Announcements,
+  traceIdOf,
+} from '@app/common';
 import type {
   AppConfig,
   AssignAck,
@@ -23,6 +32,7 @@ import { EmbedCollector } from '../relay/embed-collector';
 import { OutputTracker } from '../relay/output-tracker';
 import { TaskWriters } from '../relay/task-writers.service';
 import { Assignment } from './assignment';
+import { TaskTrace } from './task-trace';
 import { AssignmentBook } from './assignment-book';
 import { Finalizer } from './finalizer.service';
 import { IdleDevices } from './idle-devices';
@@ -315,6 +325,17 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     }
     const { payload, tracker, collector } = assignmentOf(data, job.attemptsStarted);
     const assignment = new Assignment(session, job, token, tracker, collector);
+    // Taken when the device was found for it: `since` is on the monotonic clock, spans on the epoch one.
+    assignment.trace = TaskTrace.start(
+      data,
+      job.timestamp,
+      Date.now() - (performance.now() - since),
+      session.id,
+      job.attemptsStarted,
+    );
+    if (assignment.trace) {
+      payload.traceparent = assignment.trace.traceparent;
+    }
     this.book.add(assignment);
     this.claim(assignment);
     session.request('task:assign', payload, this.config.ASSIGN_ACK_TIMEOUT_MS, (answer) =>
@@ -391,13 +412,21 @@ export class Assigner implements OnModuleInit, OnModuleDestroy, QueueEvents {
     const answer = result.ok ? result.answer : null;
     if (answer?.accepted === true) {
       a.accepted = true;
+      a.trace?.answered();
       this.metrics.assignments.inc({ result: 'accepted' });
       this.logger.info(
-        { deviceId: a.session.id, task: a.address, requestId: a.job.data.requestId, attempt: a.attempt },
+        {
+          deviceId: a.session.id,
+          task: a.address,
+          requestId: a.job.data.requestId,
+          traceId: traceIdOf(a.job.data.traceparent) ?? undefined,
+          attempt: a.attempt,
+        },
         'task assigned',
       );
       return;
     }
+    a.trace?.answered(answer && !answer.accepted ? answer.reason : 'no_answer');
     this.metrics.assignments.inc({ result: 'refused' });
     // A device that refused looks past this queue for a moment; one that did not answer at all is
     // likely stuck and is left out much longer, so the job goes to another device.

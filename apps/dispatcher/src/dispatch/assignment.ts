@@ -4,6 +4,7 @@ import type { TaskJob } from '../queues/job-source.service';
 import type { EmbedCollector } from '../relay/embed-collector';
 import type { OutputTracker } from '../relay/output-tracker';
 import type { TaskWriter } from '../relay/task-writer';
+import type { TaskTrace } from './task-trace';
 
 /** A task a device of this dispatcher is working on. */
 export class Assignment {
@@ -16,6 +17,8 @@ export class Assignment {
   ended = false;
   /** When the assignment went out (epoch ms). */
   readonly assignedAt = Date.now();
+  /** Its spans, when its job carries a trace and traces are exported. */
+  trace: TaskTrace | null = null;
   /** Settles when the claim does (accepted: `attempt` is set; refused: it stays 0). */
   readonly claimed: Promise<void>;
   private settleClaim!: () => void;

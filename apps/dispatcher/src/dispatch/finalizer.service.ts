@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, REDIS, Announcements } from '@app/common';
+import { APP_CONFIG, DISCONNECTED_MID_ANSWER, LOGGER, REDIS, Announcements, traceIdOf } from '@app/common';
 import type {
   AppConfig,
   Continuation,
@@ -309,6 +309,7 @@ export class Finalizer {
       result = await a.writer.close(this.closing(a, outcome));
     }
     const label = outcome.kind === 'failed' ? outcome.code : outcome.kind;
+    a.trace?.end(label, a.tracker.firstOutputAt);
     if (outcome.kind === 'resume' && result?.ok) {
       await this.resumer.continueJob(a.job, a.token, outcome.cause);
       this.logger.info(
@@ -316,6 +317,7 @@ export class Finalizer {
           deviceId: a.session.id,
           task: a.address,
           requestId: a.job.data.requestId,
+          traceId: traceIdOf(a.job.data.traceparent) ?? undefined,
           outcome: label,
           attempt: a.attempt,
         },
@@ -343,7 +345,14 @@ export class Finalizer {
       this.metrics.tasks.inc({ outcome: outcome.kind === 'completed' ? 'completed' : label });
     }
     this.logger.info(
-      { deviceId: a.session.id, task: a.address, requestId: a.job.data.requestId, outcome: label, attempt: a.attempt },
+      {
+        deviceId: a.session.id,
+        task: a.address,
+        requestId: a.job.data.requestId,
+        traceId: traceIdOf(a.job.data.traceparent) ?? undefined,
+        outcome: label,
+        attempt: a.attempt,
+      },
       'task assignment ended',
     );
   }

@@ -10,7 +10,7 @@ const TASK_COLUMNS = `t.id, t.address, t.org_id AS "orgId", t.api_key_id AS "api
   t.prompt_tokens AS "promptTokens", t.completion_tokens AS "completionTokens", t.output_bytes AS "outputBytes",
   t.usage_source AS "usageSource", t.queued_at AS "queuedAt", t.assigned_at AS "assignedAt",
   t.first_token_at AS "firstTokenAt", t.finished_at AS "finishedAt", t.attempts, t.api, t.kind, t.stream,
-  t.output_sha256 AS "outputSha256", t.model_digest AS "modelDigest", t.resumes, t.segments`;
+  t.output_sha256 AS "outputSha256", t.model_digest AS "modelDigest", t.resumes, t.segments, t.trace_id AS "traceId"`;
 
 /** Operators' view of task records: any organization's. */
 export class AdminTasksService {

@@ -100,6 +100,14 @@ const assignedTask = z.object({
   attempt: z.number().int().min(1),
   /** The api's request id, so that one id follows a request through every log. */
   request_id: z.string().max(128).optional(),
+  /**
+   * W3C trace context of the dispatcher's span of this assignment, when traces are exported: the
+   * agent's runtime call is its child, and the runtime request carries it on.
+   */
+  traceparent: z
+    .string()
+    .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+    .optional(),
 });
 
 /** A chat task handed to a device (`kind` is absent: the only kind before embeddings). */

@@ -46,6 +46,11 @@ interface JobBase {
   /** The api's request id, for logs. */
   requestId?: string;
   /**
+   * The W3C `traceparent` of the api's request span, when traces are exported: the dispatcher's spans
+   * of the task are its children (docs/operations.md, "Traces").
+   */
+  traceparent?: string;
+  /**
    * Devices that failed this task (an embedding batch, retried on another device): it is not given
    * back to them.
    */

@@ -44,6 +44,8 @@ export type TaskFields = Pick<
 > & {
   /** Null in a state read from Redis for a task never resumed. */
   resumes: number | null;
+  /** Absent in a state written before traces. */
+  traceId?: string | null;
 };
 
 /**
@@ -78,6 +80,7 @@ export function taskView(task: TaskFields, audience: 'organization' | 'operator'
       : null,
     output_sha256: task.outputSha256,
     model_digest: task.modelDigest,
+    trace_id: task.traceId ?? null,
     queued_at: iso(task.queuedAt),
     assigned_at: iso(task.assignedAt),
     first_token_at: iso(task.firstTokenAt),

@@ -36,17 +36,17 @@ export interface SqlRunner {
 }
 
 /**
- * A batch of task states. What a task is created with (address, org, key, model, mode, api, kind, stream) is
- * never updated.
+ * A batch of task states. What a task is created with (address, org, key, model, mode, api, kind, stream, trace
+ * id) is never updated.
  */
 const UPSERT = `
 INSERT INTO tasks (id, address, org_id, api_key_id, model_id, mode, api, stream, status, device_id, finish_reason,
   error_code, prompt_tokens, completion_tokens, queued_at, assigned_at, first_token_at, finished_at, attempts,
-  output_sha256, record_version, output_bytes, usage_source, model_digest, resumes, segments, kind)
+  output_sha256, record_version, output_bytes, usage_source, model_digest, resumes, segments, kind, trace_id)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::task_mode[], $7::task_api[],
   $8::boolean[], $9::task_status[], $10::uuid[], $11::text[], $12::text[], $13::int[], $14::int[], $15::timestamptz[],
   $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::int[], $20::text[], $21::int[], $22::bigint[],
-  $23::text[], $24::text[], $25::int[], $26::jsonb[], $27::task_kind[])
+  $23::text[], $24::text[], $25::int[], $26::jsonb[], $27::task_kind[], $28::text[])
 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, device_id = EXCLUDED.device_id,
   finish_reason = EXCLUDED.finish_reason, error_code = EXCLUDED.error_code, prompt_tokens = EXCLUDED.prompt_tokens,
   completion_tokens = EXCLUDED.completion_tokens, assigned_at = EXCLUDED.assigned_at,
@@ -86,6 +86,7 @@ function columns(rows: TaskSnapshot[]): unknown[] {
     col((r) => r.resumes ?? 0),
     col((r) => r.segments),
     col((r) => r.kind),
+    col((r) => r.traceId ?? null),
   ];
 }
 

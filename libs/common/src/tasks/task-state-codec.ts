@@ -27,6 +27,7 @@ export const taskStateCodec = new HashCodec({
   line: f.text('line', 'the line its job waits in'),
   apiInstance: f.text('apiid', 'the api instance that holds the client'),
   deadline: f.integer('dl', 'its deadline: past it, the reaper ends the task'),
+  traceId: f.optionalText('tr', 'the trace id of its request, when traces are exported (absent: none)'),
   budgets: f.optionalText(
     'bud',
     'which monthly budgets its tokens count against: `o` its org’s, `k` its key’s, `ok` both (absent: none)',

@@ -23,6 +23,8 @@ export interface NewTask {
   deadline: number;
   /** Which monthly budgets its tokens count against when it ends (see budgetScope); null or absent: none. */
   budgets?: BudgetScope | null;
+  /** The OpenTelemetry trace id of its request (32 hex digits), when traces are exported. */
+  traceId?: string | null;
 }
 
 /** How a task ended. */

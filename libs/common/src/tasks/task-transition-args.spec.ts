@@ -55,6 +55,7 @@ describe('task transition arguments', () => {
       usageSource: null,
       resumes: null,
       segments: null,
+      traceId: null,
       queuedAt: new Date(500),
       assignedAt: null,
       firstTokenAt: null,

@@ -25,6 +25,7 @@ export function creationArgs(task: NewTask): [number, ...string[]] {
     apiInstance: task.apiInstance,
     deadline: task.deadline,
     budgets: task.budgets ?? undefined,
+    traceId: task.traceId ?? undefined,
   });
   return [pairs.length / 2, ...pairs];
 }

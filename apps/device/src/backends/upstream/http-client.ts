@@ -84,6 +84,8 @@ export interface UpstreamRequest {
   apiKey?: string;
   /** Serialized as JSON. */
   body?: unknown;
+  /** Sent as the `traceparent` header (W3C trace context), so that a traced runtime joins the request's trace. */
+  traceparent?: string;
   signal: AbortSignal;
   /** Time allowed to open the TCP (and TLS) connection; after that the runtime counts as unreachable. */
   connectTimeoutMs: number;
@@ -108,6 +110,9 @@ export function send(request: UpstreamRequest): Promise<IncomingMessage> {
   }
   if (request.apiKey) {
     headers.authorization = `Bearer ${request.apiKey}`;
+  }
+  if (request.traceparent) {
+    headers.traceparent = request.traceparent;
   }
   const client = url.protocol === 'https:' ? https : http;
   const agent = url.protocol === 'https:' ? AGENTS['https:'] : AGENTS['http:'];
@@ -290,7 +295,7 @@ export async function getJson(
 export async function postJson(
   url: URL,
   body: unknown,
-  options: { apiKey?: string; signal: AbortSignal; connectTimeoutMs: number },
+  options: { apiKey?: string; signal: AbortSignal; connectTimeoutMs: number; traceparent?: string },
   limit = MAX_JSON_BODY,
 ): Promise<unknown> {
   const { signal } = options;

@@ -254,6 +254,36 @@ describe('dashboard in a browser', () => {
     await row.filter({ hasText: 'revoked' }).filter({ hasText: 'offline' }).waitFor({ timeout: 20_000 });
   });
 
+  test('the audit log shows who changed what: the dashboard’s revocation, the admin token’s quarantine', async () => {
+    await open('Audit');
+    const auditTable = page.getByTestId('audit-table');
+    const row = (kind: string) => auditTable.locator('tbody tr', { hasText: kind }).filter({ hasText: deviceId });
+    await row('device.revoke').waitFor();
+    const revoked = await row('device.revoke').locator('td').allInnerTexts();
+    expect(revoked.slice(1, 5)).toEqual([
+      'dashboard',
+      expect.stringMatching(/^dashboard:[0-9a-f]{12}$/),
+      'device.revoke',
+      deviceId,
+    ]);
+    expect(revoked[5]).toContain('status: active → revoked');
+    const quarantined = await row('device.quarantine').locator('td').allInnerTexts();
+    expect(quarantined.slice(1, 4)).toEqual([
+      'api',
+      expect.stringMatching(/^admin-token:[0-9a-f]{12}$/),
+      'device.quarantine',
+    ]);
+    expect(quarantined[5]).toContain('trust.state: trusted → quarantined');
+    // A kind: only its entries.
+    await page.locator('select[name="kind"]').selectOption('device.quarantine');
+    await row('device.revoke').waitFor({ state: 'detached' });
+    const kinds = await auditTable.locator('tbody tr td:nth-child(4)').allInnerTexts();
+    expect(new Set(kinds)).toEqual(new Set(['device.quarantine']));
+    await shot('audit');
+    await page.locator('select[name="kind"]').selectOption('');
+    await row('device.revoke').waitFor();
+  });
+
   test('signing out ends the session: the old cookie opens nothing', async () => {
     const cookie = (await page.context().cookies()).find((c) => c.name === 'sy_admin_session')!;
     await page.getByRole('button', { name: 'Sign out' }).click();

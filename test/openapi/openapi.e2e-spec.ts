@@ -240,6 +240,13 @@ describe('OpenAPI document', () => {
     await asAdmin('GET', '/admin/tasks/{address}', `/admin/tasks/network:${randomUUID()}`);
     await asAdmin('GET', '/admin/usage', '/admin/usage?group_by=org,model');
     await asAdmin('GET', '/admin/usage', `/admin/usage?org=${uniq('nobody')}`);
+    // The audit log holds the changes above: a page of them, and a refused filter.
+    const audit = await asAdmin('GET', '/admin/audit', '/admin/audit?kind=org&limit=2');
+    expect({ ok: audit.body.data.length === 2 && audit.body.has_more, body: audit.text }).toEqual(
+      expect.objectContaining({ ok: true }),
+    );
+    await asAdmin('GET', '/admin/audit', `/admin/audit?since=2026-12-01&after=${audit.body.last_id}`);
+    await asAdmin('GET', '/admin/audit', '/admin/audit?kind=org.delete');
     const traffic = await asAdmin('GET', '/admin/traffic', '/admin/traffic');
     expect({ ok: traffic.body.minutes.length > 0, body: traffic.text }).toEqual(expect.objectContaining({ ok: true }));
     await call('GET', '/dashboard/session', '/dashboard/session');

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as markdown from 'prettier/plugins/markdown';
 import { format } from 'prettier/standalone';
+import { auditKindsTable } from './api-tables';
 import { configTable, constantsTable, redisFieldsTables, redisKeysTable } from './architecture-tables';
 import { replaceSection } from './generated-sections';
 
@@ -19,6 +20,12 @@ export const GENERATED_DOCUMENTS: GeneratedDocument[] = [
       'redis-fields': redisFieldsTables,
       'config-durations': configTable,
       'code-durations': constantsTable,
+    },
+  },
+  {
+    path: 'docs/api.md',
+    sections: {
+      'audit-kinds': auditKindsTable,
     },
   },
 ];

@@ -20,9 +20,13 @@ export class CliServices {
     private readonly redisTarget: RedisTarget,
   ) {}
 
+  /** The admin services, whose changes the audit log names as this OS user's on this host (`cli:<user>@<host>`). */
   async admin(): Promise<AdminService> {
-    const { AdminService } = await import('@app/common/admin/admin.service');
-    return new AdminService(await this.pg());
+    const [{ AdminService }, { localActor }] = await Promise.all([
+      import('@app/common/admin/admin.service'),
+      import('@app/common/admin/audit'),
+    ]);
+    return new AdminService(await this.pg(), localActor());
   }
 
   async usage(): Promise<UsageService> {

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '@app/common/config/config';
 import { AppError } from '@app/common/errors/app-error';
+import { addAuditCommand } from './commands/audit';
 import { addCanaryCommands } from './commands/canaries';
 import { addDeviceCommands } from './commands/devices';
 import { addKeyCommands } from './commands/keys';
@@ -22,7 +23,7 @@ function buildProgram(io: CliIo, run: Run): Command {
   // Output settings first: subcommands copy them when they are created.
   const program = new Command('switchyard')
     .configureOutput({ writeOut: (text) => void io.stdout.write(text), writeErr: (text) => void io.stderr.write(text) })
-    .description('Operate Switchyard: organizations, API keys, models, devices, tasks and usage')
+    .description('Operate Switchyard: organizations, API keys, models, devices, tasks, usage and the audit log')
     .option('--json', 'print one JSON object instead of human-readable text')
     .showHelpAfterError()
     .exitOverride();
@@ -34,6 +35,7 @@ function buildProgram(io: CliIo, run: Run): Command {
   addTaskCommands(program, run);
   addQueuesCommand(program, run);
   addUsageCommand(program, run);
+  addAuditCommand(program, run);
   addMigrateCommand(program, io);
   return program;
 }

@@ -10,9 +10,12 @@ export interface CliIo {
   env: NodeJS.ProcessEnv;
 }
 
-/** How a command's result is printed: a note on stderr after it, and its human form when not the result itself. */
+/**
+ * How a command's result is printed: a note on stderr after it (or made from the result: none when it
+ * answers undefined), and its human form when not the result itself.
+ */
 export interface RunOptions {
-  note?: string;
+  note?: string | ((result: unknown) => string | undefined);
   human?: (result: unknown) => unknown;
 }
 
@@ -52,8 +55,9 @@ export class CommandRunner {
     this.io.stdout.write(
       this.json ? `${JSON.stringify(out)}\n` : renderHuman(opts.human ? opts.human(result) : result),
     );
-    if (opts.note && !this.json) {
-      this.io.stderr.write(`${opts.note}\n`);
+    const note = typeof opts.note === 'function' ? opts.note(result) : opts.note;
+    if (note && !this.json) {
+      this.io.stderr.write(`${note}\n`);
     }
   };
 

@@ -5,6 +5,7 @@
  */
 import type { z } from 'zod';
 import type { dashboardSession } from '../../../apps/api/src/dashboard/dashboard.schemas';
+import type { auditPage } from '../../../apps/api/src/admin/audit/audit.schemas';
 import type { deviceList } from '../../../apps/api/src/admin/devices/devices.schemas';
 import type { adminTask, queueList, traffic } from '../../../apps/api/src/admin/fleet/fleet.schemas';
 import type { keyList } from '../../../apps/api/src/admin/keys/keys.schemas';
@@ -30,5 +31,9 @@ export type OrgList = z.infer<typeof orgList>;
 export type KeyList = z.infer<typeof keyList>;
 /** `GET /admin/models`: the catalog, with the organizations each model is enabled for. */
 export type ModelList = z.infer<typeof catalogModelList>;
+/** `GET /admin/audit`: a page of the audit log, newest first. */
+export type AuditPage = z.infer<typeof auditPage>;
+/** One admin change. */
+export type AuditEntry = AuditPage['data'][number];
 /** `GET /dashboard/session`. */
 export type DashboardSession = z.infer<typeof dashboardSession>;

@@ -5,6 +5,7 @@ import { signInForm } from './signin';
 import { VIEW_NAMES } from './view';
 import type { View, ViewContext, ViewName } from './view';
 import { adminView } from './views/admin';
+import { auditView } from './views/audit';
 import { fleetView } from './views/fleet';
 import { queuesView } from './views/queues';
 import { tasksView } from './views/tasks';
@@ -21,6 +22,7 @@ const VIEWS: Record<ViewName, View> = {
   Usage: usageView,
   Tasks: tasksView,
   Admin: adminView,
+  Audit: auditView,
 };
 
 const app = document.getElementById('app')!;

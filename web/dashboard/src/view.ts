@@ -1,5 +1,5 @@
 /** The views, in the order of the navigation. */
-export const VIEW_NAMES = ['Fleet', 'Queues', 'Traffic', 'Usage', 'Tasks', 'Admin'] as const;
+export const VIEW_NAMES = ['Fleet', 'Queues', 'Traffic', 'Usage', 'Tasks', 'Admin', 'Audit'] as const;
 
 /** A view's name: its navigation button, heading and `view-<name>` test id. */
 export type ViewName = (typeof VIEW_NAMES)[number];

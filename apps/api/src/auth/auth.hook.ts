@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyRequest } from 'fastify';
-import { AppError, LOGGER } from '@app/common';
-import type { AppConfig, Logger } from '@app/common';
+import { AppError, LOGGER, adminTokenActor, dashboardActor } from '@app/common';
+import type { AppConfig, AuditActor, Logger } from '@app/common';
 import { refuseBeforeBody } from '../common/refuse';
 import { AdminSessions, CSRF_HEADER, sessionCookie } from './admin-sessions.service';
 import { ApiKeyService, invalidApiKey } from './api-key.service';
@@ -13,8 +13,11 @@ import { routeAccess, routeKey } from './route-access';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
-/** What the hook leaves on a request for the guard and the handlers. */
-export type AuthenticatedRequest = FastifyRequest & { user?: AuthContext; admin?: boolean };
+/**
+ * What the hook leaves on a request for the guard and the handlers: the tenant of an API key, or the
+ * admin caller (as the audit log names them: never the token or the session id itself).
+ */
+export type AuthenticatedRequest = FastifyRequest & { user?: AuthContext; admin?: AuditActor };
 
 /**
  * Authentication as the first step of every request (a Fastify onRequest hook), before its body is
@@ -30,8 +33,11 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
   const logger = app.get<Logger>(LOGGER);
   const sessions = app.get(AdminSessions);
   const adminDigest = config.ADMIN_TOKEN ? digest(config.ADMIN_TOKEN) : null;
+  // Computed once: the token's name in the audit log.
+  const tokenActor = config.ADMIN_TOKEN ? adminTokenActor(config.ADMIN_TOKEN) : null;
 
-  const checkAdmin = async (request: FastifyRequest) => {
+  /** Checks the admin credentials and answers who they are (the audit log's actor). */
+  const checkAdmin = async (request: FastifyRequest): Promise<AuditActor> => {
     if (!adminDigest) {
       throw new AppError('invalid_admin_token', 'The admin API is disabled: ADMIN_TOKEN is not set on this server.');
     }
@@ -46,14 +52,15 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
         );
       }
       if (await sessions.valid(request)) {
-        return;
+        return dashboardActor(sessionCookie(request)!);
       }
       throw new AppError('invalid_admin_token', 'The dashboard session has expired or was ended: sign in again.');
     }
     // Digests are compared, so that the comparison takes the same time whatever the token's length.
-    if (token === null || !timingSafeEqual(digest(token), adminDigest)) {
+    if (token === null || !timingSafeEqual(digest(token), adminDigest) || !tokenActor) {
       throw new AppError('invalid_admin_token', "Invalid admin token. Send 'Authorization: Bearer <ADMIN_TOKEN>'.");
     }
+    return tokenActor;
   };
 
   app
@@ -76,8 +83,7 @@ export function installAuthHook(app: NestFastifyApplication, config: AppConfig):
       }
       try {
         if (kind === 'admin') {
-          await checkAdmin(request);
-          request.admin = true;
+          request.admin = await checkAdmin(request);
         } else {
           const key = presentedKey(request);
           if (key === null) {

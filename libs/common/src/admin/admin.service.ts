@@ -1,3 +1,6 @@
+import { localActor } from './audit';
+import type { AuditActor } from './audit';
+import { AdminAuditService } from './audit.service';
 import { AdminCanariesService } from './canaries.service';
 import type { CanaryInput } from './canaries.service';
 import { AdminDevicesService } from './devices.service';
@@ -44,16 +47,21 @@ export class AdminService {
   readonly devices: AdminDevicesService;
   readonly tasks: AdminTasksService;
   readonly canaries: AdminCanariesService;
+  readonly audit: AdminAuditService;
 
-  /** On a pg pool (the api, the CLI) or a Prisma client (test and bench fixtures). */
-  constructor(db: Parameters<typeof sqlOf>[0]) {
+  /**
+   * On a pg pool (the api, the CLI) or a Prisma client (test and bench fixtures). Its changes are
+   * recorded in the audit log as `actor`'s: by default this process's user and host, through `cli`.
+   */
+  constructor(db: Parameters<typeof sqlOf>[0], actor: AuditActor = localActor()) {
     const sql: Sql = sqlOf(db);
-    this.orgs = new AdminOrgsService(sql);
-    this.keys = new AdminKeysService(sql);
-    this.models = new AdminModelsService(sql);
-    this.devices = new AdminDevicesService(sql);
+    this.orgs = new AdminOrgsService(sql, actor);
+    this.keys = new AdminKeysService(sql, actor);
+    this.models = new AdminModelsService(sql, actor);
+    this.devices = new AdminDevicesService(sql, actor);
     this.tasks = new AdminTasksService(sql);
-    this.canaries = new AdminCanariesService(sql);
+    this.canaries = new AdminCanariesService(sql, actor);
+    this.audit = new AdminAuditService(sql);
   }
 
   createOrg = (name: string) => this.orgs.create(name);

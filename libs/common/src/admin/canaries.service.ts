@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { UUID, check, iso, modelIdSchema } from './admin-input';
+import { recordAudit } from './audit';
+import type { AuditActor } from './audit';
 import type { Sql } from './sql';
 
 /** At most this many canaries per model: the dispatchers pick one at random each time. */
@@ -59,7 +61,15 @@ export type CanaryRecord = ReturnType<typeof canaryJson>;
  * dispatchers send to network devices serving the model, as an ordinary task at temperature 0.
  */
 export class AdminCanariesService {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly actor: AuditActor | null = null,
+  ) {}
+
+  /** The same operations, with `actor` named for them in the audit log. */
+  as(actor: AuditActor): AdminCanariesService {
+    return new AdminCanariesService(this.sql, actor);
+  }
 
   async add(model: string, input: CanaryInput): Promise<CanaryRecord> {
     const id = check(modelIdSchema, model, 'model');
@@ -92,6 +102,7 @@ export class AdminCanariesService {
          VALUES (gen_random_uuid(), $1, $2::jsonb, $3, $4::jsonb) RETURNING *`,
         [id, JSON.stringify(messages), maxTokens, JSON.stringify(expect)],
       );
+      await recordAudit(tx, this.actor, { kind: 'canary.add', target: row.id, before: null, after: row });
       return canaryJson(row);
     });
   }
@@ -110,9 +121,15 @@ export class AdminCanariesService {
   }
 
   async remove(id: string): Promise<{ id: string; model: string; deleted: true }> {
-    const [row] = UUID.test(id)
-      ? await this.sql.query<CanaryRow>('DELETE FROM canaries WHERE id = $1::uuid RETURNING *', [id])
-      : [];
+    const row = UUID.test(id)
+      ? await this.sql.transaction(async (tx) => {
+          const [removed] = await tx.query<CanaryRow>('DELETE FROM canaries WHERE id = $1::uuid RETURNING *', [id]);
+          if (removed) {
+            await recordAudit(tx, this.actor, { kind: 'canary.remove', target: id, before: removed, after: null });
+          }
+          return removed;
+        })
+      : undefined;
     if (!row) {
       throw new AppError('canary_not_found', `canary '${id}' does not exist`, 'id');
     }

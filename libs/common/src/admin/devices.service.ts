@@ -4,6 +4,8 @@ import { newDeviceToken } from '../keys/keys';
 import { TrustStore } from '../trust/trust-store';
 import type { TrustState } from '../trust/trust-store';
 import { UUID, check, iso, modelIdSchema } from './admin-input';
+import { recordAudit } from './audit';
+import type { AuditActor } from './audit';
 import { findOrgByName } from './orgs.service';
 import type { Sql } from './sql';
 
@@ -108,7 +110,15 @@ const recordOf = (d: ListedRow): DeviceRecord => ({
  * connected device again about once a second (AnnouncePolicy, PolicyRefresh).
  */
 export class AdminDevicesService {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly actor: AuditActor | null = null,
+  ) {}
+
+  /** The same operations, with `actor` named for them in the audit log. */
+  as(actor: AuditActor): AdminDevicesService {
+    return new AdminDevicesService(this.sql, actor);
+  }
 
   async create(name: string, orgName?: string, models?: string[] | null) {
     const valid = check(deviceNameSchema, name, 'name');
@@ -126,6 +136,8 @@ export class AdminDevicesService {
       if (allowed) {
         await this.writeAllowed(tx, row.id, allowed);
       }
+      const after = await this.record(tx, row.id);
+      await recordAudit(tx, this.actor, { kind: 'device.create', target: row.id, before: null, after: after ?? null });
       return row;
     });
     return {
@@ -146,11 +158,19 @@ export class AdminDevicesService {
     await this.sql.transaction(async (tx) => {
       // The row lock orders two concurrent changes of one device: the last one wins whole.
       await tx.query('SELECT 1 FROM devices WHERE id = $1::uuid FOR UPDATE', [id]);
+      const before = await this.record(tx, id);
       await tx.query('DELETE FROM device_models WHERE device_id = $1::uuid', [id]);
       await tx.query('UPDATE devices SET models_restricted = $2 WHERE id = $1::uuid', [id, allowed !== null]);
       if (allowed) {
         await this.writeAllowed(tx, id, allowed);
       }
+      const after = await this.record(tx, id);
+      await recordAudit(tx, this.actor, {
+        kind: 'device.models',
+        target: id,
+        before: before ?? null,
+        after: after ?? null,
+      });
     });
     return this.show(id);
   }
@@ -180,11 +200,23 @@ export class AdminDevicesService {
   }
 
   async applyTrust(change: CheckedTrust): Promise<TrustChange> {
-    const from = await new TrustStore(this.sql).set(change.id, change.state, change.reason);
-    if (from === null) {
-      throw new AppError('device_not_found', `device '${change.id}' does not exist`, 'id');
-    }
-    return { device: await this.show(change.id), from };
+    return this.sql.transaction(async (tx) => {
+      // Locked: the entry's "before" is what this change replaced.
+      await tx.query('SELECT 1 FROM devices WHERE id = $1::uuid FOR UPDATE', [change.id]);
+      const before = await this.record(tx, change.id);
+      const from = before ? await new TrustStore(tx).set(change.id, change.state, change.reason) : null;
+      const device = await this.record(tx, change.id);
+      if (from === null || !device) {
+        throw new AppError('device_not_found', `device '${change.id}' does not exist`, 'id');
+      }
+      await recordAudit(tx, this.actor, {
+        kind: change.state === 'quarantined' ? 'device.quarantine' : 'device.trust',
+        target: change.id,
+        before: before ?? null,
+        after: device,
+      });
+      return { device, from };
+    });
   }
 
   async list(): Promise<DeviceRecord[]> {
@@ -194,25 +226,46 @@ export class AdminDevicesService {
 
   /** One device, or 404 device_not_found. */
   async show(id: string): Promise<DeviceRecord> {
-    const [row] = UUID.test(id) ? await this.sql.query<ListedRow>(`${LIST_SQL} WHERE d.id = $1::uuid`, [id]) : [];
-    if (!row) {
+    const device = await this.record(this.sql, id);
+    if (!device) {
       throw new AppError('device_not_found', `device '${id}' does not exist`, 'id');
     }
-    return recordOf(row);
+    return device;
   }
 
   async revoke(id: string) {
     // Revoking twice keeps the first revocation time.
-    const [row] = UUID.test(id)
-      ? await this.sql.query<DeviceRow>(
-          'UPDATE devices SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1::uuid RETURNING *',
-          [id],
-        )
-      : [];
+    const row = UUID.test(id)
+      ? await this.sql.transaction(async (tx) => {
+          // Locked: the entry's "before" is what this change replaced.
+          await tx.query('SELECT 1 FROM devices WHERE id = $1::uuid FOR UPDATE', [id]);
+          const before = await this.record(tx, id);
+          const [revoked] = await tx.query<DeviceRow>(
+            'UPDATE devices SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1::uuid RETURNING *',
+            [id],
+          );
+          if (revoked) {
+            const after = await this.record(tx, id);
+            await recordAudit(tx, this.actor, {
+              kind: 'device.revoke',
+              target: id,
+              before: before ?? null,
+              after: after ?? null,
+            });
+          }
+          return revoked;
+        })
+      : undefined;
     if (!row) {
       throw new AppError('device_not_found', `device '${id}' does not exist`, 'id');
     }
     return { id: row.id, name: row.name, revoked_at: iso(row.revoked_at) };
+  }
+
+  /** One device as the admin sees it, read on `sql` (a transaction sees its own changes); undefined when there is none. */
+  private async record(sql: Sql, id: string): Promise<DeviceRecord | undefined> {
+    const [row] = UUID.test(id) ? await sql.query<ListedRow>(`${LIST_SQL} WHERE d.id = $1::uuid`, [id]) : [];
+    return row ? recordOf(row) : undefined;
   }
 
   /** The list, checked, without duplicates, sorted; every model must be in the catalog (404 model_not_found). */

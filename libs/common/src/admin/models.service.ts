@@ -3,6 +3,8 @@ import { AppError } from '../errors/app-error';
 import { ModelKind } from '../prisma/generated/enums';
 import { MODEL_DIGEST } from '../protocol/messages';
 import { MODEL_ID, check, isUniqueViolation, iso, modelIdSchema } from './admin-input';
+import { recordAudit } from './audit';
+import type { AuditActor } from './audit';
 import { findOrgByName } from './orgs.service';
 import type { Sql } from './sql';
 
@@ -58,7 +60,15 @@ const modelJson = (m: ModelRow) => ({
 
 /** Operators' operations on the model catalog and on which organization may use which model. */
 export class AdminModelsService {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly actor: AuditActor | null = null,
+  ) {}
+
+  /** The same operations, with `actor` named for them in the audit log. */
+  as(actor: AuditActor): AdminModelsService {
+    return new AdminModelsService(this.sql, actor);
+  }
 
   async add(input: AddModelInput) {
     const id = check(modelIdSchema, input.id, 'id');
@@ -69,11 +79,15 @@ export class AdminModelsService {
         : check(maxOutputTokensSchema, input.maxOutputTokens, 'max_output_tokens');
     const ownedBy = input.ownedBy === undefined ? null : check(ownedBySchema, input.ownedBy, 'owned_by');
     try {
-      const [row] = await this.sql.query<ModelRow>(
-        `INSERT INTO models (id, max_output_tokens, owned_by, network, kind)
-         VALUES ($1, $2::int, coalesce($3, 'switchyard'), $4, coalesce($5::model_kind, 'chat')) RETURNING *`,
-        [id, maxOutputTokens, ownedBy, input.network ?? false, kind],
-      );
+      const row = await this.sql.transaction(async (tx) => {
+        const [added] = await tx.query<ModelRow>(
+          `INSERT INTO models (id, max_output_tokens, owned_by, network, kind)
+           VALUES ($1, $2::int, coalesce($3, 'switchyard'), $4, coalesce($5::model_kind, 'chat')) RETURNING *`,
+          [id, maxOutputTokens, ownedBy, input.network ?? false, kind],
+        );
+        await recordAudit(tx, this.actor, { kind: 'model.add', target: added.id, before: null, after: added });
+        return added;
+      });
       return modelJson(row);
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -95,24 +109,30 @@ export class AdminModelsService {
       input.allowedDigests === undefined
         ? null
         : [...new Set(check(allowedDigestsSchema, input.allowedDigests, 'allowed_digests'))].sort();
-    const [row] = await this.sql.query<ModelRow>(
-      `UPDATE models SET
-         max_output_tokens = CASE WHEN $2 THEN $3::int ELSE max_output_tokens END,
-         owned_by = coalesce($4, owned_by),
-         network = coalesce($5, network),
-         allowed_digests = coalesce($6::text[], allowed_digests),
-         kind = coalesce($7::model_kind, kind)
-       WHERE id = $1 RETURNING *`,
-      [
-        model.id,
-        maxOutputTokens !== undefined,
-        maxOutputTokens ?? null,
-        ownedBy ?? null,
-        input.network ?? null,
-        digests,
-        kind,
-      ],
-    );
+    const row = await this.sql.transaction(async (tx) => {
+      // Locked: the entry's "before" is what this change replaced.
+      const [before] = await tx.query<ModelRow>('SELECT * FROM models WHERE id = $1 FOR UPDATE', [model.id]);
+      const [after] = await tx.query<ModelRow>(
+        `UPDATE models SET
+           max_output_tokens = CASE WHEN $2 THEN $3::int ELSE max_output_tokens END,
+           owned_by = coalesce($4, owned_by),
+           network = coalesce($5, network),
+           allowed_digests = coalesce($6::text[], allowed_digests),
+           kind = coalesce($7::model_kind, kind)
+         WHERE id = $1 RETURNING *`,
+        [
+          model.id,
+          maxOutputTokens !== undefined,
+          maxOutputTokens ?? null,
+          ownedBy ?? null,
+          input.network ?? null,
+          digests,
+          kind,
+        ],
+      );
+      await recordAudit(tx, this.actor, { kind: 'model.update', target: model.id, before, after });
+      return after;
+    });
     return modelJson(row);
   }
 
@@ -128,17 +148,39 @@ export class AdminModelsService {
   async enable(modelId: string, orgName: string) {
     const org = await findOrgByName(this.sql, orgName);
     const model = await this.byId(modelId);
-    await this.sql.query(
-      'INSERT INTO org_models (org_id, model_id) VALUES ($1::uuid, $2) ON CONFLICT (org_id, model_id) DO NOTHING',
-      [org.id, model.id],
-    );
+    await this.sql.transaction(async (tx) => {
+      const added = await tx.query(
+        `INSERT INTO org_models (org_id, model_id) VALUES ($1::uuid, $2) ON CONFLICT (org_id, model_id) DO NOTHING
+         RETURNING model_id`,
+        [org.id, model.id],
+      );
+      await recordAudit(tx, this.actor, {
+        kind: 'model.enable',
+        // As its route names it: /admin/orgs/{org}/models/{model} (an org's name holds no '/').
+        target: `${org.name}/${model.id}`,
+        before: { org: org.name, model: model.id, enabled: added.length === 0 },
+        after: { org: org.name, model: model.id, enabled: true },
+      });
+    });
     return { model: model.id, org: org.name, enabled: true };
   }
 
   async disable(modelId: string, orgName: string) {
     const org = await findOrgByName(this.sql, orgName);
     const model = await this.byId(modelId);
-    await this.sql.query('DELETE FROM org_models WHERE org_id = $1::uuid AND model_id = $2', [org.id, model.id]);
+    await this.sql.transaction(async (tx) => {
+      const removed = await tx.query(
+        'DELETE FROM org_models WHERE org_id = $1::uuid AND model_id = $2 RETURNING model_id',
+        [org.id, model.id],
+      );
+      await recordAudit(tx, this.actor, {
+        kind: 'model.disable',
+        // As its route names it: /admin/orgs/{org}/models/{model} (an org's name holds no '/').
+        target: `${org.name}/${model.id}`,
+        before: { org: org.name, model: model.id, enabled: removed.length > 0 },
+        after: { org: org.name, model: model.id, enabled: false },
+      });
+    });
     return { model: model.id, org: org.name, enabled: false };
   }
 

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { AppError } from '../errors/app-error';
 import { check, isUniqueViolation, iso, orgNameSchema } from './admin-input';
 import { OrgCompat } from '../prisma/generated/enums';
+import { recordAudit } from './audit';
+import type { AuditActor } from './audit';
 import type { Sql } from './sql';
 
 /**
@@ -54,9 +56,12 @@ export const budgetJson = (value: string | null) => (value === null ? null : Num
 
 const limitsJson = (o: OrgRow) => ({ rpm: o.rpm_limit, concurrency: o.concurrency_limit, max_queued: o.max_queued });
 
-/** The organization with that name, or 404 org_not_found (what every admin operation on an org starts with). */
-export async function findOrgByName(sql: Sql, name: string): Promise<OrgRow> {
-  const [org] = await sql.query<OrgRow>('SELECT * FROM organizations WHERE name = $1', [
+/**
+ * The organization with that name, or 404 org_not_found (what every admin operation on an org starts with);
+ * `lock`: its row locked for the transaction `sql` is (the values a change replaces, for its audit entry).
+ */
+export async function findOrgByName(sql: Sql, name: string, lock = false): Promise<OrgRow> {
+  const [org] = await sql.query<OrgRow>(`SELECT * FROM organizations WHERE name = $1${lock ? ' FOR UPDATE' : ''}`, [
     check(orgNameSchema, name, 'org'),
   ]);
   if (!org) {
@@ -67,7 +72,15 @@ export async function findOrgByName(sql: Sql, name: string): Promise<OrgRow> {
 
 /** Operators' operations on organizations (tenants). */
 export class AdminOrgsService {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly actor: AuditActor | null = null,
+  ) {}
+
+  /** The same operations, with `actor` named for them in the audit log. */
+  as(actor: AuditActor): AdminOrgsService {
+    return new AdminOrgsService(this.sql, actor);
+  }
 
   /** The organization with that name, or 404 org_not_found. */
   byName(name: string) {
@@ -77,10 +90,14 @@ export class AdminOrgsService {
   async create(name: string) {
     const valid = check(orgNameSchema, name, 'name');
     try {
-      const [org] = await this.sql.query<OrgRow>(
-        'INSERT INTO organizations (id, name) VALUES (gen_random_uuid(), $1) RETURNING *',
-        [valid],
-      );
+      const org = await this.sql.transaction(async (tx) => {
+        const [row] = await tx.query<OrgRow>(
+          'INSERT INTO organizations (id, name) VALUES (gen_random_uuid(), $1) RETURNING *',
+          [valid],
+        );
+        await recordAudit(tx, this.actor, { kind: 'org.create', target: row.name, before: null, after: row });
+        return row;
+      });
       return { id: org.id, name: org.name, created_at: iso(org.created_at) };
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -126,12 +143,18 @@ export class AdminOrgsService {
       ]);
     }
     const set = changes.map(([column], i) => `${column} = $${i + 2}`).join(', ');
-    const [row] = changes.length
-      ? await this.sql.query<OrgRow>(`UPDATE organizations SET ${set} WHERE id = $1::uuid RETURNING *`, [
-          org.id,
-          ...changes.map(([, value]) => value),
-        ])
-      : [org];
+    // Nothing to set is a look (`org limits <name>`), not a change: no audit entry.
+    const row = changes.length
+      ? await this.sql.transaction(async (tx) => {
+          const org = await findOrgByName(tx, orgName, true);
+          const [after] = await tx.query<OrgRow>(`UPDATE organizations SET ${set} WHERE id = $1::uuid RETURNING *`, [
+            org.id,
+            ...changes.map(([, value]) => value),
+          ]);
+          await recordAudit(tx, this.actor, { kind: 'org.update', target: org.name, before: org, after });
+          return after;
+        })
+      : await findOrgByName(this.sql, orgName);
     return {
       id: row.id,
       name: row.name,

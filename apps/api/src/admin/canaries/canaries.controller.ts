@@ -1,6 +1,8 @@
 import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
 import { AdminCanariesService, PrismaService, sqlOf } from '@app/common';
+import type { AuditActor } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
+import { AdminActor } from '../../auth/admin-actor';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
@@ -29,8 +31,8 @@ export class AdminCanariesController {
     ok: { description: 'Registered', json: canary },
     errors: [400, 404],
   })
-  addCanary(@Param('model') model: string, @Body() body: unknown) {
-    return this.canaries.add(model, parseInput(addCanaryBody, body ?? {}));
+  addCanary(@Param('model') model: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
+    return this.canaries.as(actor).add(model, parseInput(addCanaryBody, body ?? {}));
   }
 
   @Get('models/:model/canaries')
@@ -53,7 +55,7 @@ export class AdminCanariesController {
     ok: { description: 'Removed', json: canaryRemoved },
     errors: [404],
   })
-  removeCanary(@Param('id') id: string) {
-    return this.canaries.remove(id);
+  removeCanary(@Param('id') id: string, @AdminActor() actor: AuditActor) {
+    return this.canaries.as(actor).remove(id);
   }
 }

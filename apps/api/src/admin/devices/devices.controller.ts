@@ -1,7 +1,8 @@
 import { Body, Controller, Delete, Get, Inject, Param, Patch, Post } from '@nestjs/common';
 import { AdminDevicesService, AdminFleetService, AppError, LOGGER, PrismaService, REDIS, sqlOf } from '@app/common';
-import type { Logger, RedisClient } from '@app/common';
+import type { AuditActor, Logger, RedisClient } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
+import { AdminActor } from '../../auth/admin-actor';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { list } from '../list';
@@ -63,9 +64,9 @@ export class AdminDevicesController {
     ok: { description: 'Registered', json: deviceCreated },
     errors: [400, 404],
   })
-  createDevice(@Body() body: unknown) {
+  createDevice(@Body() body: unknown, @AdminActor() actor: AuditActor) {
     const input = parseInput(createDeviceBody, body ?? {});
-    return this.devices.create(input.name, input.org, input.models);
+    return this.devices.as(actor).create(input.name, input.org, input.models);
   }
 
   /**
@@ -82,7 +83,8 @@ export class AdminDevicesController {
     ok: { description: 'The device', json: device },
     errors: [400, 404],
   })
-  async updateDevice(@Param('id') id: string, @Body() body: unknown) {
+  async updateDevice(@Param('id') id: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
+    const devices = this.devices.as(actor);
     const input = parseInput(updateDeviceBody, body ?? {});
     if (input.reason !== undefined && input.trust === undefined) {
       throw new AppError('invalid_request', 'a reason goes with a change of trust', 'reason');
@@ -91,12 +93,12 @@ export class AdminDevicesController {
       throw new AppError('invalid_request', 'give models, trust or both', 'models');
     }
     // Both checked before either is made: a bad half changes nothing.
-    const trust = input.trust === undefined ? null : await this.devices.checkTrust(id, input.trust, input.reason);
+    const trust = input.trust === undefined ? null : await devices.checkTrust(id, input.trust, input.reason);
     if (input.models !== undefined) {
-      await this.devices.setModels(id, input.models);
+      await devices.setModels(id, input.models);
     }
     if (trust) {
-      const { device, from } = await this.devices.applyTrust(trust);
+      const { device, from } = await devices.applyTrust(trust);
       this.logger.warn(
         { deviceId: id, from, to: device.trust.state, reason: device.trust.reason },
         'device trust changed by an admin',
@@ -113,7 +115,7 @@ export class AdminDevicesController {
     ok: { description: 'Revoked', json: deviceRevoked },
     errors: [404],
   })
-  revokeDevice(@Param('id') id: string) {
-    return this.devices.revoke(id);
+  revokeDevice(@Param('id') id: string, @AdminActor() actor: AuditActor) {
+    return this.devices.as(actor).revoke(id);
   }
 }

@@ -1,6 +1,8 @@
-import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, Param, Patch, Post } from '@nestjs/common';
 import { AdminKeysService, PrismaService, sqlOf } from '@app/common';
+import type { AuditActor } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
+import { AdminActor } from '../../auth/admin-actor';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
@@ -49,9 +51,9 @@ export class AdminKeysController {
     ok: { description: 'Created', json: keyCreated },
     errors: [400, 404],
   })
-  createKey(@Param('org') org: string, @Body() body: unknown) {
+  createKey(@Param('org') org: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
     const input = parseInput(createKeyBody, body ?? {});
-    return this.keys.create({ org, label: input.label, expiresIn: input.expires_in });
+    return this.keys.as(actor).create({ org, label: input.label, expiresIn: input.expires_in });
   }
 
   @Delete('keys/:id')
@@ -62,8 +64,22 @@ export class AdminKeysController {
     ok: { description: 'Revoked', json: keyRevoked },
     errors: [404],
   })
-  revokeKey(@Param('id') id: string) {
-    return this.keys.revoke(id);
+  revokeKey(@Param('id') id: string, @AdminActor() actor: AuditActor) {
+    return this.keys.as(actor).revoke(id);
+  }
+
+  /** A key's own monthly token budget, within its org's (null removes it). */
+  @Patch('keys/:id')
+  @ApiRoute({
+    summary: 'Set an API key’s monthly token budget',
+    tag: 'Admin',
+    params: { id: KEY_ID },
+    body: { schema: keyBudgetBody, required: true },
+    ok: { description: 'The key', json: keyBudget },
+    errors: [400, 404],
+  })
+  setBudget(@Param('id') id: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
+    return this.keys.as(actor).setBudget(id, parseInput(keyBudgetBody, body ?? {}).monthly_token_budget);
   }
 
   /** A new key for the same org and label; the old one keeps working for the grace (default 24h). */
@@ -76,7 +92,7 @@ export class AdminKeysController {
     ok: { description: 'The new key', json: keyRotated },
     errors: [400, 404, 409],
   })
-  rotateKey(@Param('id') id: string, @Body() body: unknown) {
-    return this.keys.rotate(id, parseInput(rotateKeyBody, body ?? {}));
+  rotateKey(@Param('id') id: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
+    return this.keys.as(actor).rotate(id, parseInput(rotateKeyBody, body ?? {}));
   }
 }

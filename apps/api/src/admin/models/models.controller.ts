@@ -1,6 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Put } from '@nestjs/common';
 import { AdminModelsService, PrismaService, sqlOf } from '@app/common';
+import type { AuditActor } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
+import { AdminActor } from '../../auth/admin-actor';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
@@ -35,9 +37,9 @@ export class AdminModelsController {
     ok: { description: 'Added', json: catalogModel },
     errors: [400, 409],
   })
-  addModel(@Body() body: unknown) {
+  addModel(@Body() body: unknown, @AdminActor() actor: AuditActor) {
     const input = parseInput(addModelBody, body ?? {});
-    return this.models.add({
+    return this.models.as(actor).add({
       id: input.id,
       kind: input.kind,
       maxOutputTokens: input.max_output_tokens,
@@ -57,9 +59,9 @@ export class AdminModelsController {
     ok: { description: 'The model', json: catalogModel },
     errors: [400, 404],
   })
-  updateModel(@Param('model') model: string, @Body() body: unknown) {
+  updateModel(@Param('model') model: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
     const input = parseInput(updateModelBody, body ?? {});
-    return this.models.update(model, {
+    return this.models.as(actor).update(model, {
       kind: input.kind,
       maxOutputTokens: input.max_output_tokens,
       ownedBy: input.owned_by,
@@ -77,8 +79,8 @@ export class AdminModelsController {
     ok: { description: 'Enabled', json: enablement },
     errors: [400, 404],
   })
-  enableModel(@Param('org') org: string, @Param('model') model: string) {
-    return this.models.enable(model, org);
+  enableModel(@Param('org') org: string, @Param('model') model: string, @AdminActor() actor: AuditActor) {
+    return this.models.as(actor).enable(model, org);
   }
 
   @Delete('orgs/:org/models/:model')
@@ -89,7 +91,7 @@ export class AdminModelsController {
     ok: { description: 'Disabled', json: enablement },
     errors: [400, 404],
   })
-  disableModel(@Param('org') org: string, @Param('model') model: string) {
-    return this.models.disable(model, org);
+  disableModel(@Param('org') org: string, @Param('model') model: string, @AdminActor() actor: AuditActor) {
+    return this.models.as(actor).disable(model, org);
   }
 }

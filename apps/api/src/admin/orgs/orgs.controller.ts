@@ -1,6 +1,8 @@
 import { Body, Controller, Get, Param, Patch, Post } from '@nestjs/common';
 import { AdminOrgsService, PrismaService, sqlOf } from '@app/common';
+import type { AuditActor } from '@app/common';
 import { AdminOnly } from '../../auth/access.decorator';
+import { AdminActor } from '../../auth/admin-actor';
 import { parseInput } from '../../common/validation';
 import { ApiRoute } from '../../openapi/api-route.decorator';
 import { PARAM } from '../../openapi/components';
@@ -31,8 +33,8 @@ export class AdminOrgsController {
     ok: { description: 'Created', json: newOrg },
     errors: [400, 409],
   })
-  createOrg(@Body() body: unknown) {
-    return this.orgs.create(parseInput(createOrgBody, body ?? {}).name);
+  createOrg(@Body() body: unknown, @AdminActor() actor: AuditActor) {
+    return this.orgs.as(actor).create(parseInput(createOrgBody, body ?? {}).name);
   }
 
   /**
@@ -48,9 +50,9 @@ export class AdminOrgsController {
     ok: { description: 'The limits', json: orgLimits },
     errors: [400, 404],
   })
-  setLimits(@Param('org') org: string, @Body() body: unknown) {
+  setLimits(@Param('org') org: string, @Body() body: unknown, @AdminActor() actor: AuditActor) {
     const input = parseInput(limitsBody, body ?? {});
-    return this.orgs.setLimits(org, {
+    return this.orgs.as(actor).setLimits(org, {
       rpm: input.rpm,
       concurrency: input.concurrency,
       maxQueued: input.max_queued,

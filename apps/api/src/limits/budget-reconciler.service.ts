@@ -111,7 +111,7 @@ export class BudgetReconciler implements OnModuleInit, OnModuleDestroy {
       await this.spend.raiseOrg(org.org_id, now, total);
     }
     for (const key of org.keys) {
-      await this.spend.raiseKey(key, now, byKey.get(key) ?? 0);
+      await this.spend.raiseKey(org.org_id, key, now, byKey.get(key) ?? 0);
     }
   }
 }

@@ -50,57 +50,65 @@ if tonumber(ARGV[1]) > current then
 end
 return 0`;
 
-interface RaiseCommand {
+/**
+ * Adds a task's tokens to each counter it is passed (an org's, a key's, or both: one slot, see
+ * keys.orgTokensSpent) and gives a counter its expiry when this add created it: one command a task.
+ */
+const ADD = `
+for i = 1, #KEYS do
+  if redis.call('INCRBY', KEYS[i], ARGV[1]) == tonumber(ARGV[1]) then
+    redis.call('PEXPIREAT', KEYS[i], ARGV[2])
+  end
+end
+return 1`;
+
+interface SpendCommands {
   syRaiseSpend(key: string, total: number, expiresAt: number): Promise<number>;
+  syAddSpend(keyCount: number, ...keysAndArgs: (string | number)[]): Promise<number>;
 }
 
 /**
  * The monthly spend counters of budgets (keys.orgTokensSpent, keys.keyTokensSpent): one Redis string
- * per budget and month, added to as tasks end and read by the api before it takes a request. Only
+ * per budget and month, added to as tasks end (one script) and read by the api before it takes a
+ * request (one MGET); an org's and its keys' share a slot on a cluster. Only
  * orgs and keys with a budget are counted; the reconciler (BudgetReconciler) raises a counter to what
  * Postgres counted, for a budget set during the month and for endings a counter missed.
  */
 export class SpendCounter {
-  private readonly redis: RedisClient & RaiseCommand;
+  private readonly redis: RedisClient & SpendCommands;
 
   constructor(redis: RedisClient) {
     redis.defineCommand('syRaiseSpend', { numberOfKeys: 1, lua: RAISE });
-    this.redis = redis as RedisClient & RaiseCommand;
+    // Its number of keys varies (one or two counters): given with each call.
+    redis.defineCommand('syAddSpend', { lua: ADD });
+    this.redis = redis as RedisClient & SpendCommands;
   }
 
-  /**
-   * Adds an ended task's tokens to the counters of its scope. Each counter is one key (on a cluster,
-   * each in its own slot): one INCRBY each, and its expiry set by the first add of the month.
-   */
+  /** Adds an ended task's tokens to the counters of its scope, in one command. */
   async add(spend: Spend): Promise<void> {
     if (spend.tokens <= 0) {
       return;
     }
     const month = budgetMonth(spend.at);
-    const expiry = spendExpiry(spend.at).getTime();
     const counters: string[] = [];
     if (spend.scope.includes('o')) {
       counters.push(keys.orgTokensSpent(spend.orgId, month));
     }
     if (spend.scope.includes('k') && spend.apiKeyId) {
-      counters.push(keys.keyTokensSpent(spend.apiKeyId, month));
+      counters.push(keys.keyTokensSpent(spend.orgId, spend.apiKeyId, month));
     }
-    await Promise.all(
-      counters.map(async (counter) => {
-        if ((await this.redis.incrby(counter, spend.tokens)) === spend.tokens) {
-          await this.redis.pexpireat(counter, expiry);
-        }
-      }),
-    );
+    if (counters.length > 0) {
+      await this.redis.syAddSpend(counters.length, ...counters, spend.tokens, spendExpiry(spend.at).getTime());
+    }
   }
 
-  /** The tokens the org and the key used in the month of `at` (0 where a counter is absent). */
+  /** The tokens the org and the key used in the month of `at` (0 where a counter is absent): one MGET. */
   async used(orgId: string, apiKeyId: string, at: number): Promise<MonthSpend> {
     const month = budgetMonth(at);
-    const [org, key] = await Promise.all([
-      this.redis.get(keys.orgTokensSpent(orgId, month)),
-      this.redis.get(keys.keyTokensSpent(apiKeyId, month)),
-    ]);
+    const [org, key] = await this.redis.mget(
+      keys.orgTokensSpent(orgId, month),
+      keys.keyTokensSpent(orgId, apiKeyId, month),
+    );
     return { org: Number(org ?? 0), key: Number(key ?? 0) };
   }
 
@@ -110,7 +118,11 @@ export class SpendCounter {
   }
 
   /** Raises the key's counter for the month of `at` to `total`, if it is lower. */
-  raiseKey(apiKeyId: string, at: number, total: number): Promise<number> {
-    return this.redis.syRaiseSpend(keys.keyTokensSpent(apiKeyId, budgetMonth(at)), total, spendExpiry(at).getTime());
+  raiseKey(orgId: string, apiKeyId: string, at: number, total: number): Promise<number> {
+    return this.redis.syRaiseSpend(
+      keys.keyTokensSpent(orgId, apiKeyId, budgetMonth(at)),
+      total,
+      spendExpiry(at).getTime(),
+    );
   }
 }

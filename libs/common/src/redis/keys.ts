@@ -300,7 +300,9 @@ export const REDIS_KEYS = catalog({
     lifetime: 'an entry leaves when its task is assigned or ends, or at its expiry',
   },
   orgTokensSpent: {
-    name: (orgId: string, month: string) => `sy:spent:org:${orgId}:${month}`,
+    // The org id in braces: an org's counters and its keys' share a slot on a cluster, so that one MGET
+    // reads both and one script adds to both.
+    name: (orgId: string, month: string) => `sy:spent:{${orgId}}:${month}`,
     parts: ['org id', 'month (YYYY-MM)'],
     type: 'string',
     holds:
@@ -308,8 +310,8 @@ export const REDIS_KEYS = catalog({
     lifetime: 'until the end of the following month',
   },
   keyTokensSpent: {
-    name: (keyId: string, month: string) => `sy:spent:key:${keyId}:${month}`,
-    parts: ['key id', 'month (YYYY-MM)'],
+    name: (orgId: string, keyId: string, month: string) => `sy:spent:{${orgId}}:key:${keyId}:${month}`,
+    parts: ['org id', 'key id', 'month (YYYY-MM)'],
     type: 'string',
     holds: 'the tokens an API key with a monthly budget used in a month (UTC), as for an organization',
     lifetime: 'until the end of the following month',

@@ -11,6 +11,7 @@ import { currentCommit, renderReport, writeDocs, writeJson } from './lib/report'
 import type { RunReport } from './lib/report';
 import { Fixtures, ROOT, resetDatabase, resetRedis, startApi, startDispatcher } from './lib/stack';
 import type { Proc, ProfileOptions } from './lib/stack';
+import { budgetsScenario } from './scenarios/budgets';
 import { clusterScenario } from './scenarios/cluster';
 import { embeddingsScenario } from './scenarios/embeddings';
 import { faninScenario } from './scenarios/fanin';
@@ -19,6 +20,7 @@ import { hostileScenario } from './scenarios/hostile';
 import { queuesScenario } from './scenarios/queues';
 import { relayScenario } from './scenarios/relay/scenario';
 import { resumeScenario } from './scenarios/resume';
+import { retentionScenario } from './scenarios/retention';
 import { streamsScenario } from './scenarios/streams';
 import { throughputScenario } from './scenarios/throughput';
 import { usageScenario } from './scenarios/usage';
@@ -26,7 +28,8 @@ import { usageScenario } from './scenarios/usage';
 /**
  * `npm run bench`: starts Switchyard's processes on the local Postgres and Redis (a database and a
  * Redis database of the bench's own, wiped first), runs the scenarios of issue 6 (with the fan-in
- * and queues targets of issue 14, and the usage queries of issue 16, which need a database only),
+ * and queues targets of issue 14, the budgets' cost of issue 39, and the usage queries of issue 16, which
+ * need a database only),
  * prints the tables, and writes bench/results/<date>.json and the results sections of
  * docs/benchmarks.md.
  */
@@ -40,8 +43,10 @@ const SCENARIOS = {
   hostile: hostileScenario,
   resume: resumeScenario,
   embeddings: embeddingsScenario,
+  budgets: budgetsScenario,
   usage: (ctx: Ctx) => usageScenario(ctx),
   cluster: (ctx: Ctx) => clusterScenario(ctx),
+  retention: (ctx: Ctx) => retentionScenario(ctx),
 } as const;
 type ScenarioName = keyof typeof SCENARIOS;
 
@@ -121,9 +126,10 @@ async function main(): Promise<void> {
     for (const name of opts.scenarios as ScenarioName[]) {
       const profileFor = (which: string): ProfileOptions | undefined =>
         profileDir ? { dir: profileDir, name: `${name}-${which}.cpuprofile` } : undefined;
-      if (name === 'usage' || name === 'cluster') {
+      if (name === 'usage' || name === 'cluster' || name === 'retention') {
         // usage: a database of its own and the code of the reports, no api or dispatcher to start;
-        // cluster: a Redis Cluster of its own, and its own api and dispatcher on it.
+        // cluster: a Redis Cluster of its own, and its own api and dispatcher on it;
+        // retention: a database of its own (a copy of a generated month), and its own api and dispatcher on it.
         try {
           results.push(await SCENARIOS[name](ctx));
         } catch (error) {

@@ -44,6 +44,15 @@ export interface BenchOptions {
   /** Embeddings: the fake runtime's time per input, and its vectors' length. */
   embedInputMs: number;
   embedDimensions: number;
+  /** Budgets: the offered load (completions/s) of every window, the rounds (a window each way), a window's seconds. */
+  budgetsRate: number;
+  budgetsRounds: number;
+  budgetsWindowS: number;
+  /** Retention: tasks of the big organization in the month deleted, the offered load, the rounds, a window's seconds. */
+  retentionTasks: number;
+  retentionRate: number;
+  retentionRounds: number;
+  retentionWindowS: number;
   relayTokens: number;
   ttftMs: number;
   tokenIntervalMs: number;

@@ -23,6 +23,13 @@ const DEFAULTS = {
     clusterDevices: 40,
     embedInputs: 1000,
     embedRuns: 7,
+    budgetsRate: 500,
+    budgetsRounds: 4,
+    budgetsWindowS: 5,
+    retentionTasks: 10_000_000,
+    retentionRate: 500,
+    retentionRounds: 6,
+    retentionWindowS: 30,
   },
   quick: {
     durationS: 2,
@@ -43,6 +50,13 @@ const DEFAULTS = {
     clusterDevices: 10,
     embedInputs: 200,
     embedRuns: 2,
+    budgetsRate: 100,
+    budgetsRounds: 2,
+    budgetsWindowS: 2,
+    retentionTasks: 200_000,
+    retentionRate: 100,
+    retentionRounds: 2,
+    retentionWindowS: 3,
   },
 };
 
@@ -174,6 +188,41 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
         .argParser(positiveInt)
         .default(DEFAULT_EMBED_DIMENSIONS),
     )
+    .addOption(
+      new Option(
+        '--budgets-rate <n>',
+        'budgets: completions/s offered in every window, with and without budgets [500; quick 100]',
+      ).argParser(positiveInt),
+    )
+    .addOption(
+      new Option(
+        '--budgets-rounds <n>',
+        'budgets: rounds, each a window without and one with budgets [4; quick 2]',
+      ).argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--budgets-window <s>', 'budgets: seconds measured per window [5; quick 2]').argParser(positive),
+    )
+    .addOption(
+      new Option(
+        '--retention-tasks <n>',
+        'retention: tasks of the big organization in the month deleted [10000000; quick 200000]',
+      ).argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--retention-rate <n>', 'retention: completions/s offered in every window [500; quick 100]').argParser(
+        positiveInt,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--retention-rounds <n>',
+        'retention: rounds, each a window without the deletion and one with it, and one without at the end [6; quick 2]',
+      ).argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--retention-window <s>', 'retention: seconds measured per window [30; quick 3]').argParser(positive),
+    )
     .addOption(new Option('--relay-tokens <n>', 'relay: tokens per reply').argParser(positiveInt).default(32))
     .addOption(new Option('--ttft-ms <n>', 'relay: upstream time to first token').argParser(positive).default(50))
     .addOption(
@@ -219,6 +268,13 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     embedBatchMax?: number;
     embedInputMs: number;
     embedDimensions: number;
+    budgetsRate?: number;
+    budgetsRounds?: number;
+    budgetsWindow?: number;
+    retentionTasks?: number;
+    retentionRate?: number;
+    retentionRounds?: number;
+    retentionWindow?: number;
     relayTokens: number;
     ttftMs: number;
     tokenIntervalMs: number;
@@ -255,6 +311,13 @@ export function parseOptions(argv: string[], known: string[]): BenchOptions {
     embedBatchMax: raw.embedBatchMax,
     embedInputMs: raw.embedInputMs,
     embedDimensions: raw.embedDimensions,
+    budgetsRate: raw.budgetsRate ?? d.budgetsRate,
+    budgetsRounds: raw.budgetsRounds ?? d.budgetsRounds,
+    budgetsWindowS: raw.budgetsWindow ?? d.budgetsWindowS,
+    retentionTasks: raw.retentionTasks ?? d.retentionTasks,
+    retentionRate: raw.retentionRate ?? d.retentionRate,
+    retentionRounds: raw.retentionRounds ?? d.retentionRounds,
+    retentionWindowS: raw.retentionWindow ?? d.retentionWindowS,
     relayTokens: raw.relayTokens,
     ttftMs: raw.ttftMs,
     tokenIntervalMs: raw.tokenIntervalMs,

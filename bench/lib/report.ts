@@ -18,6 +18,10 @@ export const RESUME_START = '<!-- bench:resume:start -->';
 export const RESUME_END = '<!-- bench:resume:end -->';
 export const EMBEDDINGS_START = '<!-- bench:embeddings:start -->';
 export const EMBEDDINGS_END = '<!-- bench:embeddings:end -->';
+export const BUDGETS_START = '<!-- bench:budgets:start -->';
+export const BUDGETS_END = '<!-- bench:budgets:end -->';
+export const RETENTION_START = '<!-- bench:retention:start -->';
+export const RETENTION_END = '<!-- bench:retention:end -->';
 
 export interface RunReport {
   date: string;
@@ -75,8 +79,11 @@ function originLine(summary: ProfileSummary): string {
     .join(', ');
 }
 
-/** Scenarios that count requests or runs, not seconds: `--duration` and `--warmup` do not apply to them. */
-const STEPLESS = new Set(['usage', 'resume', 'embeddings']);
+/**
+ * Scenarios that count requests or runs, not seconds, or measure windows of their own length (budgets):
+ * `--duration` does not apply to them.
+ */
+const STEPLESS = new Set(['usage', 'resume', 'embeddings', 'budgets', 'retention']);
 
 /** The whole report as Markdown (headings from level `level`). */
 export function renderReport(report: RunReport, level = 2): string {
@@ -95,6 +102,14 @@ export function renderReport(report: RunReport, level = 2): string {
           : '') +
         (report.options.scenarios.includes('embeddings')
           ? `; ${report.options.embedRuns} timed embeddings requests per leg and encoding after a warm-up one`
+          : '') +
+        (report.options.scenarios.includes('budgets')
+          ? `; budgets: ${report.options.budgetsRounds} rounds of a ${report.options.budgetsWindowS} s window without and one with ` +
+            `budgets at ${report.options.budgetsRate}/s, after ${report.options.warmupS} s of warm-up each way`
+          : '') +
+        (report.options.scenarios.includes('retention')
+          ? `; retention: ${report.options.retentionRounds} rounds of a ${report.options.retentionWindowS} s window without and one with ` +
+            `the deletion (and one without at the end) at ${report.options.retentionRate}/s`
           : '') +
         (report.options.cpuProf ? '; api and dispatcher ran under `--cpu-prof`, which slows them' : ''),
       `- Postgres and Redis are the machine's shared servers, so other users of the machine add to their CPU time and to "other".`,
@@ -149,10 +164,10 @@ See the sections above the results for how to run the benchmark and what each sc
 `;
 
 /** Scenarios whose results have a section of their own in docs/benchmarks.md. */
-const OWN_SECTION = new Set(['usage', 'cluster', 'resume', 'embeddings']);
+const OWN_SECTION = new Set(['usage', 'cluster', 'resume', 'embeddings', 'budgets', 'retention']);
 
 /**
- * The results sections of docs/benchmarks.md: the usage queries, the cluster, resume and embeddings have a
+ * The results sections of docs/benchmarks.md: the usage queries, the cluster, resume, embeddings and budgets have a
  * section of their own, so that a run of one kind (`--scenarios usage`, or the relay scenarios alone) never replaces
  * the other's numbers.
  */
@@ -167,6 +182,8 @@ const SECTIONS = [
   { start: CLUSTER_START, end: CLUSTER_END, level: 3, has: (name: string) => name === 'cluster' },
   { start: RESUME_START, end: RESUME_END, level: 3, has: (name: string) => name === 'resume' },
   { start: EMBEDDINGS_START, end: EMBEDDINGS_END, level: 3, has: (name: string) => name === 'embeddings' },
+  { start: BUDGETS_START, end: BUDGETS_END, level: 3, has: (name: string) => name === 'budgets' },
+  { start: RETENTION_START, end: RETENTION_END, level: 3, has: (name: string) => name === 'retention' },
 ];
 
 /** Rewrites the results sections of docs/benchmarks.md that this run measured, leaving the rest as it is. */

@@ -12,6 +12,18 @@ export interface UsageDataSpec {
   days: number;
 }
 
+/** What loadMonth does beyond the month of its spec; the usage scenario uses neither. */
+export interface LoadOptions {
+  /** More months of tasks of the same organizations, generated the same way after the first. */
+  more?: Pick<UsageDataSpec, 'bigTasks' | 'smallTasks' | 'monthStart' | 'days'>[];
+  /**
+   * The indexes and constraints of tasks put back after the load: `read`, the primary key and the three
+   * a usage query reads (the default); `all`, every one (the foreign keys NOT VALID: the generated rows
+   * reference the fixtures, and new rows are checked as always), so that the table is as the api writes it.
+   */
+  restore?: 'read' | 'all';
+}
+
 export const BIG_ORG = '00000000-0000-4000-8000-00000000b160';
 /** Six models, used 50/25/12/7/4/2 %; the last is an embedding model (its tasks are `embedding`, the others `chat`). */
 export const MODELS = [
@@ -58,6 +70,29 @@ FROM (
         FROM generate_series($3::bigint, $1::bigint) g) raw
 ) s`;
 
+/** The tasks of one month: the big organization's in chunks of CHUNK rows, then the small ones'. */
+async function insertMonth(client: PoolClient, spec: UsageDataSpec, log: (m: string) => void): Promise<void> {
+  const monthMs = spec.days * 86_400_000;
+  for (let lo = 1; lo <= spec.bigTasks; lo += CHUNK) {
+    const hi = Math.min(spec.bigTasks, lo + CHUNK - 1);
+    const keyExpr = `('{${Array.from({ length: KEYS }, (_, k) => keyId(0, k)).join(',')}}'::uuid[])[1 + floor(${KEYS} * r2 * r2)::int]`;
+    // $3 is the chunk's first g; $4 the spacing that spreads all of them over the month.
+    await client.query(ROWS(`'${BIG_ORG}'::uuid`, keyExpr), [hi, spec.monthStart, lo, monthMs / spec.bigTasks]);
+    log(`usage: ${hi.toLocaleString('en')} of ${spec.bigTasks.toLocaleString('en')} tasks of the big organization`);
+  }
+  const small = spec.smallOrgs * spec.smallTasks;
+  if (small > 0) {
+    const orgs = `('{${Array.from({ length: spec.smallOrgs }, (_, i) => smallOrgId(i)).join(',')}}'::uuid[])`;
+    const keysOf = `('{${Array.from({ length: spec.smallOrgs }, (_, i) => keyId(i + 1, 0)).join(',')}}'::uuid[])`;
+    await client.query(ROWS(`${orgs}[1 + (g % ${spec.smallOrgs})]`, `${keysOf}[1 + (g % ${spec.smallOrgs})]`), [
+      small,
+      spec.monthStart,
+      1,
+      monthMs / small,
+    ]);
+  }
+}
+
 async function fixtures(client: PoolClient, spec: UsageDataSpec): Promise<void> {
   await client.query(`INSERT INTO organizations (id, name) VALUES ($1, 'bench-usage-big')`, [BIG_ORG]);
   await client.query(
@@ -84,9 +119,9 @@ async function fixtures(client: PoolClient, spec: UsageDataSpec): Promise<void> 
  * the rollups with usage_rebuild() (what the migration runs for existing tasks). For speed the load
  * runs without the triggers (their cost per write batch is measured apart, see writes.ts) and without
  * the indexes and foreign keys of tasks, of which a usage query reads three (re-created after the
- * load). Returns the seconds each phase took.
+ * load; every one with `restore: 'all'`). Returns the seconds each phase took.
  */
-export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string) => void) {
+export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string) => void, options: LoadOptions = {}) {
   const client = await pool.connect();
   const phases: Record<string, number> = {};
   const timed = async (name: string, fn: () => Promise<void>) => {
@@ -101,8 +136,9 @@ export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string
     const indexes = await client.query<{ name: string; def: string }>(
       `SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'tasks'`,
     );
-    const fks = await client.query<{ name: string }>(
-      `SELECT conname AS name FROM pg_constraint WHERE conrelid = 'tasks'::regclass AND contype IN ('f', 'u', 'p')`,
+    const fks = await client.query<{ name: string; type: string; def: string }>(
+      `SELECT conname AS name, contype AS type, pg_get_constraintdef(oid) AS def
+         FROM pg_constraint WHERE conrelid = 'tasks'::regclass AND contype IN ('f', 'u', 'p')`,
     );
     for (const fk of fks.rows) {
       await client.query(`ALTER TABLE tasks DROP CONSTRAINT "${fk.name}"`);
@@ -110,26 +146,10 @@ export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string
     for (const ix of indexes.rows) {
       await client.query(`DROP INDEX IF EXISTS "${ix.name}"`);
     }
-    const monthMs = spec.days * 86_400_000;
     await client.query('ALTER TABLE tasks DISABLE TRIGGER USER');
     await timed('insert', async () => {
-      for (let lo = 1; lo <= spec.bigTasks; lo += CHUNK) {
-        const hi = Math.min(spec.bigTasks, lo + CHUNK - 1);
-        const keyExpr = `('{${Array.from({ length: KEYS }, (_, k) => keyId(0, k)).join(',')}}'::uuid[])[1 + floor(${KEYS} * r2 * r2)::int]`;
-        // $3 is the chunk's first g; $4 the spacing that spreads all of them over the month.
-        await client.query(ROWS(`'${BIG_ORG}'::uuid`, keyExpr), [hi, spec.monthStart, lo, monthMs / spec.bigTasks]);
-        log(`usage: ${hi.toLocaleString('en')} of ${spec.bigTasks.toLocaleString('en')} tasks of the big organization`);
-      }
-      const small = spec.smallOrgs * spec.smallTasks;
-      if (small > 0) {
-        const orgs = `('{${Array.from({ length: spec.smallOrgs }, (_, i) => smallOrgId(i)).join(',')}}'::uuid[])`;
-        const keysOf = `('{${Array.from({ length: spec.smallOrgs }, (_, i) => keyId(i + 1, 0)).join(',')}}'::uuid[])`;
-        await client.query(ROWS(`${orgs}[1 + (g % ${spec.smallOrgs})]`, `${keysOf}[1 + (g % ${spec.smallOrgs})]`), [
-          small,
-          spec.monthStart,
-          1,
-          monthMs / small,
-        ]);
+      for (const month of [spec, ...(options.more ?? [])]) {
+        await insertMonth(client, { ...month, smallOrgs: spec.smallOrgs }, log);
       }
     });
     await client.query('ALTER TABLE tasks ENABLE TRIGGER USER');
@@ -137,6 +157,10 @@ export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string
       await client.query('SELECT usage_rebuild()');
     });
     await timed('indexes', async () => {
+      if (options.restore === 'all') {
+        await restoreAll(client, indexes.rows, fks.rows);
+        return;
+      }
       // The three a usage query reads, and the primary key (the write measurement updates tasks by id).
       for (const ix of indexes.rows.filter((i) =>
         /(org_id, queued_at|\(queued_at\)|\(status\)|tasks_pkey)/.test(i.def),
@@ -153,4 +177,28 @@ export async function loadMonth(pool: Pool, spec: UsageDataSpec, log: (m: string
     client.release();
   }
   return phases;
+}
+
+/** Every index and constraint of tasks as it was before the load: keys first, then the other indexes, then the foreign keys. */
+async function restoreAll(
+  client: PoolClient,
+  indexes: { name: string; def: string }[],
+  constraints: { name: string; type: string; def: string }[],
+): Promise<void> {
+  await client.query(`SET maintenance_work_mem = '256MB'`);
+  for (const c of constraints.filter((c) => c.type !== 'f')) {
+    await client.query(`ALTER TABLE tasks ADD CONSTRAINT "${c.name}" ${c.def}`);
+  }
+  const present = new Set(
+    (
+      await client.query<{ name: string }>(`SELECT indexname AS name FROM pg_indexes WHERE tablename = 'tasks'`)
+    ).rows.map((r) => r.name),
+  );
+  for (const ix of indexes.filter((i) => !present.has(i.name))) {
+    await client.query(ix.def);
+  }
+  for (const c of constraints.filter((c) => c.type === 'f')) {
+    await client.query(`ALTER TABLE tasks ADD CONSTRAINT "${c.name}" ${c.def} NOT VALID`);
+  }
+  await client.query('RESET maintenance_work_mem');
 }

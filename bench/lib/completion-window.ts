@@ -4,6 +4,17 @@ import { postJson } from './client';
 import { openLoop } from './load';
 import type { OpenLoopResult } from './load';
 
+/** Idle sim devices with zero generation time: a reply of SIM_TOKENS tokens, at once (throughput's fleet). */
+export const SIM_TOKENS = 4;
+export const ZERO_TIME_SIM_ARGS = [
+  '--sim-ttft-ms',
+  '0',
+  '--sim-tokens-per-second',
+  '0',
+  '--sim-tokens',
+  String(SIM_TOKENS),
+];
+
 /** One window of non-streamed completions, as the throughput scenario offers them. */
 export interface CompletionWindow extends OpenLoopResult {
   completed: number;

@@ -1,11 +1,9 @@
-import type { Agent } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import { AdminService, budgetMonth, createRedis, keys } from '@app/common';
-import { keepAliveAgent, postJson } from '../lib/client';
+import { keepAliveAgent } from '../lib/client';
 import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import { Fleet } from '../lib/fleet';
 import { mdTable, num, signed } from '../lib/format';
-import { openLoop } from '../lib/load';
+import { ZERO_TIME_SIM_ARGS, completionWindow } from '../lib/completion-window';
 import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
 import type { CpuGroup } from '../lib/procfs';
 import { callsDelta, redisCommandCalls, redisPid } from '../lib/services';
@@ -18,13 +16,10 @@ import type { Summary } from '../lib/stats';
  * the same idle sim devices as the throughput scenario: A without budgets, B with an org budget and a key
  * budget far above what the run uses (nothing is refused). At one offered load, windows of A and of B
  * alternate for several rounds, so that the drift of a shared machine falls on both legs alike; the
- * difference between the legs is the budgets' cost: one GET per budget on admission and one INCRBY per
- * budget when a task ends (docs/architecture.md, "Budgets").
+ * difference between the legs is the budgets' cost: one MGET of both counters on admission and one script
+ * (an INCRBY per budget) when a task ends (docs/architecture.md, "Budgets").
  */
 const MODEL = 'bench-budgets';
-/** Idle devices with zero generation time: a reply of SIM_TOKENS tokens, at once (as throughput's). */
-const SIM_TOKENS = 4;
-const SIM_ARGS = ['--sim-ttft-ms', '0', '--sim-tokens-per-second', '0', '--sim-tokens', String(SIM_TOKENS)];
 /** B's budgets, org and key: far above what any run uses, so that every request is admitted. */
 const BUDGET = 1_000_000_000_000;
 /**
@@ -78,39 +73,6 @@ interface LegResult {
   machineBusy: number;
   redisTotal: number;
   redisCalls: [string, number][];
-}
-
-/** One window: `rate` requests/s for `durationMs`, each answer read whole; latency from when each was due. */
-async function runWindow(url: URL, apiKey: string, body: string, agent: Agent, rate: number, durationMs: number) {
-  const headers = { authorization: `Bearer ${apiKey}` };
-  const latencies: number[] = [];
-  let completed = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  let closed = false;
-  const result = await openLoop({
-    rate,
-    durationMs,
-    maxInFlight: 5_000,
-    fire: async (dueAt) => {
-      const r = await postJson(url, headers, body, agent);
-      if (closed) {
-        return;
-      }
-      if (r.status === 200) {
-        completed++;
-        latencies.push(r.endAt - dueAt);
-      } else {
-        errors++;
-        firstError ??= r.error ?? `HTTP ${r.status}: ${r.body.slice(0, 200)}`;
-      }
-    },
-  });
-  closed = true;
-  // Unanswered after the drain: their latency is at least this long, and counts (as in throughput).
-  const now = performance.now();
-  latencies.push(...result.unfinished.map((due) => now - due));
-  return { ...result, latencies, completed, errors, firstError };
 }
 
 function legResult(leg: LegName, windows: BudgetWindow[]): LegResult {
@@ -202,7 +164,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
       mode: 'agents',
       server: stack.dispatcher.url,
       tokens,
-      args: [...['--backend', 'sim', '--model', MODEL, '--log-level', 'warn'], ...SIM_ARGS],
+      args: [...['--backend', 'sim', '--model', MODEL, '--log-level', 'warn'], ...ZERO_TIME_SIM_ARGS],
     });
     await started;
     ctx.log(`budgets: ${devices} sim agents in one process connecting`);
@@ -223,7 +185,14 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
     let answeredB = 0;
     for (const leg of ['A', 'B'] as const) {
       ctx.log(`budgets: warm-up ${opts.warmupS}s at ${rate}/s, ${leg}`);
-      const w = await runWindow(url, apiKeys[leg], body, agent, rate, opts.warmupS * 1000);
+      const w = await completionWindow(
+        url,
+        { authorization: `Bearer ${apiKeys[leg]}` },
+        body,
+        agent,
+        rate,
+        opts.warmupS * 1000,
+      );
       if (leg === 'B') {
         answeredB += w.completed;
       }
@@ -238,7 +207,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
       for (const leg of order) {
         const [redisBefore, cpuBefore] = await Promise.all([redisCommandCalls(ctx.target.redisUrl), sampleCpu(groups)]);
         const machineBefore = machineCpuMs();
-        const w = await runWindow(url, apiKeys[leg], body, agent, rate, windowMs);
+        const w = await completionWindow(url, { authorization: `Bearer ${apiKeys[leg]}` }, body, agent, rate, windowMs);
         await sleep(SETTLE_MS);
         const [redisAfter, cpuAfter] = await Promise.all([redisCommandCalls(ctx.target.redisUrl), sampleCpu(groups)]);
         const machineAfter = machineCpuMs();
@@ -439,7 +408,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
       title: 'Budgets: throughput and latency with and without monthly token budgets (same run)',
       table: `${summaryTable}\n\n${roundsTable}`,
       notes: [
-        `${devices} sim devices (\`${SIM_ARGS.join(' ')}\`) in one process, one model, two organizations with a key each: ` +
+        `${devices} sim devices (\`${ZERO_TIME_SIM_ARGS.join(' ')}\`) in one process, one model, two organizations with a key each: ` +
           `A without budgets, B with an org budget and a key budget of ${BUDGET.toLocaleString('en-US')} tokens (nothing is refused). ` +
           `Non-streamed requests (\`max_tokens\` 16), open loop at ${rate}/s; after ${opts.warmupS} s of warm-up each way, ` +
           `${opts.budgetsRounds} rounds of a ${opts.budgetsWindowS} s window each way (A then B, then B then A, and so on), ` +

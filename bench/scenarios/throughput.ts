@@ -1,10 +1,9 @@
-import { performance } from 'node:perf_hooks';
-import { keepAliveAgent, postJson } from '../lib/client';
+import { keepAliveAgent } from '../lib/client';
 import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import type { Agent } from 'node:http';
+import { SIM_TOKENS, ZERO_TIME_SIM_ARGS, completionWindow } from '../lib/completion-window';
 import { Fleet } from '../lib/fleet';
 import { mdTable, num } from '../lib/format';
-import { openLoop } from '../lib/load';
 import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
 import type { CpuGroup } from '../lib/procfs';
 import { measureBullmqFloor } from '../lib/bullmq-floor';
@@ -23,9 +22,6 @@ const MAX_ERROR_SHARE = 0.2;
 const GROUPS = ['api', 'dispatcher', 'agents', 'postgres', 'redis'] as const;
 /** Jobs the BullMQ floor runs through one line (a second or two: enough 10 ms ticks of Redis CPU to count). */
 const BULLMQ_FLOOR_JOBS = 5_000;
-/** Idle devices with zero generation time: a reply of SIM_TOKENS tokens, at once. */
-const SIM_TOKENS = 4;
-const SIM_ARGS = ['--sim-ttft-ms', '0', '--sim-tokens-per-second', '0', '--sim-tokens', String(SIM_TOKENS)];
 
 interface Step {
   offered: number;
@@ -153,38 +149,9 @@ async function climb(
   return steps;
 }
 
-/** One step: `rate` requests/s to `leg` for `durationMs`, each answer read whole. */
-async function runStep(leg: LegTarget, body: string, agent: Agent, rate: number, durationMs: number) {
-  const latencies: number[] = [];
-  let completed = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  let closed = false;
-  const result = await openLoop({
-    rate,
-    durationMs,
-    maxInFlight: 5_000,
-    fire: async (dueAt) => {
-      const r = await postJson(leg.url, leg.headers, body, agent);
-      if (closed) {
-        // Answered after the step ended: already counted as unfinished.
-        return;
-      }
-      if (r.status === 200) {
-        completed++;
-        latencies.push(r.endAt - dueAt);
-      } else {
-        errors++;
-        firstError ??= r.error ?? `HTTP ${r.status}: ${r.body.slice(0, 200)}`;
-      }
-    },
-  });
-  closed = true;
-  // Still unanswered after the drain: their latency is at least this long, and it counts, so that
-  // an overloaded step cannot look better by leaving its slowest requests out.
-  const now = performance.now();
-  latencies.push(...result.unfinished.map((due) => now - due));
-  return { ...result, latencies, completed, errors, firstError };
+/** One step: `rate` requests/s to `leg` for `durationMs`, each answer read whole (completionWindow). */
+function runStep(leg: LegTarget, body: string, agent: Agent, rate: number, durationMs: number) {
+  return completionWindow(leg.url, leg.headers, body, agent, rate, durationMs);
 }
 
 export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<ScenarioResult> {
@@ -203,7 +170,7 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
       mode: 'agents',
       server: stack.dispatcher.url,
       tokens,
-      args: [...['--backend', 'sim', '--model', MODEL, '--log-level', 'warn'], ...SIM_ARGS],
+      args: [...['--backend', 'sim', '--model', MODEL, '--log-level', 'warn'], ...ZERO_TIME_SIM_ARGS],
     });
     await started;
     ctx.log(`throughput: ${devices} sim agents in one process (DeviceAgent × ${devices}) connecting`);
@@ -325,7 +292,7 @@ export async function throughputScenario(ctx: Ctx, stack: Stack): Promise<Scenar
       title: 'Throughput (non-streamed, idle sim devices, zero generation time)',
       table,
       notes: [
-        `${devices} sim devices (\`${SIM_ARGS.join(' ')}\`), run as ${devices} DeviceAgent instances ` +
+        `${devices} sim devices (\`${ZERO_TIME_SIM_ARGS.join(' ')}\`), run as ${devices} DeviceAgent instances ` +
           "in one process, each built from the `switchyard-device` arguments by the product's own parser (the CLI runs one device per process); open-loop arrivals at each offered rate for " +
           `${opts.durationS} s, latency from the moment each request was due to its whole answer; stops at the first step with p99 > ${P99_LIMIT_MS} ms.`,
         'CPU ms per completion from /proc/<pid>/stat (utime + stime) before and after each step: postgres = backends of the bench database + ' +

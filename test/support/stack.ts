@@ -94,6 +94,9 @@ export function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     REDIS_URL,
     LOG_LEVEL: 'warn',
     HOST: '127.0.0.1',
+    // Suites share one database: an api's retention pass would delete the old records another suite
+    // made on purpose. A suite that tests retention sets its own.
+    TASK_RETENTION_DAYS: '0',
     ...extra,
   };
 }

@@ -31,6 +31,8 @@ export function testConfig(env: Record<string, string> = {}): AppConfig {
     ADMIN_TOKEN,
     HOST: '127.0.0.1',
     LOG_LEVEL: 'silent',
+    // Suites share one database: no retention pass unless a suite asks for one (see baseEnv).
+    TASK_RETENTION_DAYS: '0',
     ...env,
   });
 }

@@ -6,6 +6,8 @@ import type { AppConfig, Logger } from '@app/common';
 
 /** How often an api instance looks for task records past retention. */
 const RETENTION_INTERVAL_MS = 60_000;
+/** The first look, after the api started: soon, so that a restart does not hold retention back a minute. */
+const FIRST_PASS_MS = 5_000;
 /**
  * After each batch, a pause three times as long as the batch took (and at least MIN_PAUSE_MS): the
  * deletes use at most a quarter of one Postgres connection's time. A month of 10 million records then
@@ -26,6 +28,7 @@ const RETENTION_LOCK = 0x5359_5245;
 @Injectable()
 export class RetentionService implements OnModuleInit, OnModuleDestroy {
   private timer: NodeJS.Timeout | undefined;
+  private first: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private stopping = false;
 
@@ -39,12 +42,15 @@ export class RetentionService implements OnModuleInit, OnModuleDestroy {
     if (this.config.TASK_RETENTION_DAYS === 0) {
       return;
     }
+    this.first = setTimeout(() => void this.prune(), FIRST_PASS_MS);
+    this.first.unref();
     this.timer = setInterval(() => void this.prune(), RETENTION_INTERVAL_MS);
     this.timer.unref();
   }
 
   async onModuleDestroy(): Promise<void> {
     this.stopping = true;
+    clearTimeout(this.first);
     clearInterval(this.timer);
     await this.running;
   }

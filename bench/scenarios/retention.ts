@@ -244,7 +244,7 @@ class WriterLag {
 
 /**
  * One retention pass of the api's own code (RetentionService.prune(): the advisory lock, batches of
- * RETENTION_BATCH through deleteExpiredTasks, a pause three times as long as each batch took), started and stopped
+ * RETENTION_BATCH through deleteExpiredTasks, at most TASK_RETENTION_ROWS_PER_SECOND), started and stopped
  * by the bench. Its pool times each batch (a connection taken while the pass holds its lock connection
  * is a batch's: BEGIN … COMMIT), and its logger collects what the pass reports.
  */

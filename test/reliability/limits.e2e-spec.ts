@@ -467,6 +467,7 @@ describe('limits and request caps', () => {
         resume: true,
         compat: 'openai',
         weight: 1,
+        monthly_token_budget: null,
       });
       const partial = await http('PATCH', url, { headers: adminAuth, body: { concurrency: null } });
       expect(partial.body.limits).toEqual({ rpm: 10, concurrency: null, max_queued: 4 });

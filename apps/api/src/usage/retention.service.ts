@@ -8,13 +8,6 @@ import type { AppConfig, Logger } from '@app/common';
 const RETENTION_INTERVAL_MS = 60_000;
 /** The first look, after the api started: soon, so that a restart does not hold retention back a minute. */
 const FIRST_PASS_MS = 5_000;
-/**
- * After each batch, a pause three times as long as the batch took (and at least MIN_PAUSE_MS): the
- * deletes use at most a quarter of one Postgres connection's time. A month of 10 million records then
- * goes in about a quarter of an hour on two cores (docs/benchmarks.md, "Retention"), while the records
- * of a month accrue at a few a second.
- */
-const PAUSE_PER_BATCH_MS = 3;
 /** The shortest pause between two batches. */
 const MIN_PAUSE_MS = 20;
 /** One instance deletes at a time: a session-level advisory lock (an arbitrary key of this job's). */
@@ -22,7 +15,8 @@ const RETENTION_LOCK = 0x5359_5245;
 
 /**
  * Deletes task records older than TASK_RETENTION_DAYS (docs/operations.md, "Retention"), in batches of
- * RETENTION_BATCH, paced, oldest first; the usage rollups keep their counts. Every api instance tries
+ * RETENTION_BATCH, oldest first, at most TASK_RETENTION_ROWS_PER_SECOND; the usage rollups keep their
+ * counts. Every api instance tries
  * every RETENTION_INTERVAL_MS; one that finds the lock taken leaves it to the one holding it.
  */
 @Injectable()
@@ -81,7 +75,10 @@ export class RetentionService implements OnModuleInit, OnModuleDestroy {
             if (batch.deleted < RETENTION_BATCH) {
               break;
             }
-            await delay(Math.max(MIN_PAUSE_MS, PAUSE_PER_BATCH_MS * (Date.now() - started)));
+            // At most TASK_RETENTION_ROWS_PER_SECOND: what the deletes cost the request path and the record
+            // writer follows the WAL they write each second (docs/benchmarks.md, "Retention").
+            const due = (batch.deleted / this.config.TASK_RETENTION_ROWS_PER_SECOND) * 1000;
+            await delay(Math.max(MIN_PAUSE_MS, due - (Date.now() - started)));
           }
           if (deleted > 0) {
             this.logger.info({ deleted, before: cutoff.toISOString() }, 'deleted task records past retention');

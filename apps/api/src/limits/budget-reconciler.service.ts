@@ -62,36 +62,29 @@ export class BudgetReconciler implements OnModuleInit, OnModuleDestroy {
   notice(orgId: string): void {
     if (!this.seen.has(orgId)) {
       this.seen.add(orgId);
-      void this.reconcileOrg(orgId);
+      void this.reconcile(orgId);
     }
   }
 
   /** Every budget's counters. */
   reconcileAll(): Promise<void> {
-    this.running = this.running.then(async () => {
-      try {
-        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(false));
-        for (const org of rows) {
-          await this.raise(org);
-        }
-      } catch (error) {
-        this.logger.warn({ err: error }, 'could not reconcile the budgets’ spend counters; will retry');
-      }
-    });
-    return this.running;
+    return this.reconcile(null);
   }
 
-  /** One org's counters (its budget's and its keys'). */
-  reconcileOrg(orgId: string): Promise<void> {
+  /** The counters of one org's budgets (its own and its keys'), or of every org's (null); one pass at a time. */
+  private reconcile(orgId: string | null): Promise<void> {
     this.running = this.running.then(async () => {
       try {
-        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(true), [orgId]);
+        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(orgId !== null), orgId === null ? [] : [orgId]);
         for (const org of rows) {
           await this.raise(org);
         }
       } catch (error) {
-        this.seen.delete(orgId);
-        this.logger.warn({ err: error, orgId }, 'could not reconcile an organization’s spend counters');
+        if (orgId !== null) {
+          // Tried again at this org's next request.
+          this.seen.delete(orgId);
+        }
+        this.logger.warn({ err: error, orgId }, 'could not reconcile the budgets’ spend counters; will retry');
       }
     });
     return this.running;

@@ -1,13 +1,8 @@
-import { EventEmitter } from 'node:events';
 import { ModulesContainer, Reflector } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
-import type { FastifyReply } from 'fastify';
-import { AppError, encodeVector } from '@app/common';
-import type { AppConfig } from '@app/common';
-import type { AuthContext } from '../auth/auth-context';
-import type { EmbedRequest, EmbedResult } from '../embeddings/embed-request';
+import { AppError } from '@app/common';
 import { EmbeddingsHandler } from '../embeddings/embeddings.controller';
-import type { EmbeddingsService } from '../embeddings/embeddings.service';
+import { RESULT, caller, config, fakeReply, fakeService, headers } from '../embeddings/embeddings-test-harness';
 import { PresenceService } from '../intake/presence.service';
 import { ModelsService } from '../models/models.service';
 import { buildOpenApiDocument } from '../openapi/document';
@@ -15,60 +10,6 @@ import { documentedRoutes } from '../openapi/documented-routes';
 import { OllamaChatHandler } from './ollama-chat.handler';
 import { OllamaEmbedHandler } from './ollama-embed.handler';
 import { OllamaController } from './ollama.controller';
-
-const caller = { orgId: 'org-1' } as AuthContext;
-
-const RESULT: EmbedResult = {
-  model: 'nomic-embed-text:v1.5',
-  mode: 'network',
-  vectors: [encodeVector([0.5, 1])],
-  promptTokens: 3,
-  taskAddresses: ['network:8d0e1c1a-3a43-4d8e-9f4c-6f1d2b7a9c00'],
-};
-
-/** A reply as the handlers use it: headers, status, body, and the connection's close. */
-function fakeReply() {
-  const raw = Object.assign(new EventEmitter(), { destroyed: false, writableFinished: false });
-  const sent: { status?: number; headers: Record<string, string>; body?: unknown } = { headers: {} };
-  const reply = {
-    raw,
-    request: { id: 'req-1' },
-    header: (name: string, value: string) => ((sent.headers[name] = value), reply),
-    headers: (values: Record<string, string>) => (Object.assign(sent.headers, values), reply),
-    type: (value: string) => ((sent.headers['content-type'] = value), reply),
-    code: (status: number) => ((sent.status = status), reply),
-    send: (body: unknown) => ((sent.body = body), reply),
-  };
-  const json = () => JSON.parse((sent.body as Buffer).toString('utf8'));
-  return { reply: reply as unknown as FastifyReply, raw, sent, json };
-}
-
-/** The service as the handlers call it: what it was asked, and an answer to give. */
-function fakeService(
-  answer: (signal: AbortSignal) => Promise<{ result: EmbedResult; headers: Record<string, string> } | null>,
-) {
-  const calls: { request: EmbedRequest; signal: AbortSignal }[] = [];
-  const service = {
-    // As the real one: each batch's vectors go to onBatch before the answer (here, one batch).
-    embed: async (
-      _caller: AuthContext,
-      request: EmbedRequest,
-      signal: AbortSignal,
-      onBatch?: (first: number, vectors: string[]) => void,
-    ) => {
-      calls.push({ request, signal });
-      const answered = await answer(signal);
-      if (answered) {
-        onBatch?.(0, answered.result.vectors);
-      }
-      return answered;
-    },
-  };
-  return { service: service as unknown as EmbeddingsService, calls };
-}
-
-const config = { DEFAULT_MODEL: 'default-embed' } as AppConfig;
-const headers = { 'x-ratelimit-limit-requests': '60' };
 
 describe('OllamaEmbedHandler (POST /api/embed, /api/embeddings)', () => {
   const models = (checked: string[]) =>

@@ -8,8 +8,8 @@ import type { TaskOwners } from '../tasks/task-fixture';
 
 /**
  * What the dispatcher writes to a task's stream for the api, on the real Redis: a streaming client's
- * output goes out as it comes; a client that gets its answer whole has its output after the first held
- * for the ending, in one entry instead of one per token.
+ * output goes out as it comes; a client that gets its answer whole has its output held for the ending,
+ * in one entry and one transition instead of one per token and a `first` transition besides.
  */
 describe('TaskWriter', () => {
   let redis: Redis;
@@ -45,7 +45,7 @@ describe('TaskWriter', () => {
     }
     const key = KeySpace.of(redis).taskStream(task.id);
     const writer = new TaskWriter(redis, tasks, task.id, key, 60, claim.attempt, 60_000, hooks, !streamed);
-    return { key, writer };
+    return { key, writer, taskId: task.id };
   }
 
   /** Waits until the stream holds `n` entries. */
@@ -62,6 +62,7 @@ describe('TaskWriter', () => {
       count: all.length,
       events: all.flatMap((e) => e.events.map((event, i) => ({ seq: e.seq + i, type: event.type }))),
       text: all.flatMap((e) => e.events.flatMap((ev) => (ev.type === 'delta' ? [ev.choices[0].content] : []))).join(''),
+      heldMs: all.map((e) => e.heldMs ?? 0),
     };
   }
 
@@ -79,19 +80,22 @@ describe('TaskWriter', () => {
     expect(out.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
-  it('not streamed: the first output goes out at once, the rest with the ending, in one entry', async () => {
-    const { key, writer } = await assigned(false);
+  it('not streamed: all output, the first included, goes out with the ending: one entry, one transition', async () => {
+    const { key, writer, taskId } = await assigned(false);
+    const before = Date.now();
     writer.push(delta('one'));
-    await entries(key, 2);
+    const after = Date.now();
+    await sleep(100);
     for (const word of [' two', ' three', ' four']) {
       writer.push(delta(word));
     }
-    // Held: nothing more reaches the stream until the ending.
+    // Held: nothing reaches the stream until the ending, and the task stays `assigned`.
     await sleep(100);
-    expect(await redis.xlen(key)).toBe(2);
+    expect(await redis.xlen(key)).toBe(1);
+    expect((await tasks.get(taskId))?.status).toBe('assigned');
     expect((await writer.close({ kind: 'end', ending: { status: 'completed' }, event: done }))?.ok).toBe(true);
     const out = await written(key);
-    expect(out.count).toBe(3);
+    expect(out.count).toBe(2);
     expect(out.text).toBe('one two three four');
     expect(out.events).toEqual([
       { seq: 0, type: 'assigned' },
@@ -101,20 +105,46 @@ describe('TaskWriter', () => {
       { seq: 4, type: 'delta' },
       { seq: 5, type: 'done' },
     ]);
+    // The api dates the first output back by how long it was held; the record keeps when it came.
+    expect(out.heldMs[1]).toBeGreaterThanOrEqual(190);
+    const task = await tasks.get(taskId);
+    expect(task?.status).toBe('completed');
+    expect(task?.firstTokenAt?.getTime()).toBeGreaterThanOrEqual(before);
+    expect(task?.firstTokenAt?.getTime()).toBeLessThanOrEqual(after);
   });
 
-  it('not streamed: held output goes out with the next output a second after the last write', async () => {
-    const { key, writer } = await assigned(false);
+  it("not streamed: held output goes out with the next output a second after the last write (the claim's)", async () => {
+    const { key, writer, taskId } = await assigned(false);
+    const before = Date.now();
     writer.push(delta('one'));
-    await entries(key, 2);
-    writer.push(delta(' two'));
+    const after = Date.now();
     // Past the hold (HOLD_MAX_MS), the next output takes what is held with it: the api sees the task at work.
     await sleep(1_100);
+    expect(await redis.xlen(key)).toBe(1);
+    writer.push(delta(' two'));
+    await entries(key, 2);
+    const out = await written(key);
+    expect(out.text).toBe('one two');
+    const task = await tasks.get(taskId);
+    expect(task?.status).toBe('streaming');
+    expect(task?.firstTokenAt?.getTime()).toBeGreaterThanOrEqual(before);
+    expect(task?.firstTokenAt?.getTime()).toBeLessThanOrEqual(after);
     writer.push(delta(' three'));
-    await entries(key, 3);
+    await writer.close({ kind: 'end', ending: { status: 'completed' }, event: done });
+    expect((await written(key)).text).toBe('one two three');
+  });
+
+  it('not streamed: held first output is written by the first transition before a resume', async () => {
+    const { key, writer, taskId } = await assigned(false);
+    writer.push(delta('one'));
+    const result = await writer.close({ kind: 'resume', event: { type: 'resumed', reason: 'device_disconnected' } });
+    expect(result?.ok).toBe(true);
     const out = await written(key);
     expect(out.count).toBe(3);
-    expect(out.text).toBe('one two three');
-    await writer.close({ kind: 'end', ending: { status: 'completed' }, event: done });
+    expect(out.events.map((e) => e.type)).toEqual(['assigned', 'delta', 'resumed']);
+    const task = await tasks.get(taskId);
+    expect(task?.status).toBe('queued');
+    expect(task?.resumes).toBe(1);
+    expect(task?.firstTokenAt).not.toBeNull();
   });
 });

@@ -254,6 +254,18 @@ describe('task transitions', () => {
       await tasks.end(task.id, completed, { attempt: 2 });
       await refused(task.id, 'completed', () => tasks.resume(task.id, 2, entry(2, 2, 'resumed')));
     });
+
+    it('an ending that carries its first output (held, then all at once) keeps a resumed task’s first time', async () => {
+      const task = await created();
+      await tasks.claim(task.id, claimer(1));
+      await tasks.firstOutput(task.id, 1, entry(1, 1, 'delta'), Date.now() - 500);
+      const first = (await tasks.get(task.id))!.firstTokenAt;
+      expect(Date.now() - first!.getTime()).toBeGreaterThanOrEqual(500);
+      await tasks.resume(task.id, 1, entry(1, 2, 'resumed'));
+      await tasks.claim(task.id, claimer(2), 1);
+      await tasks.end(task.id, { ...completed, firstTokenAt: Date.now() }, { attempt: 2 });
+      expect(await tasks.get(task.id)).toMatchObject({ status: 'completed', firstTokenAt: first });
+    });
   });
 
   describe("the holder's held set (the script touches only the keys it is passed)", () => {

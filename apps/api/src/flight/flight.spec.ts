@@ -50,6 +50,18 @@ describe('Flight', () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
 
+  it('dates output held by the dispatcher back by its heldMs (time to first token, tokens/s)', () => {
+    const flight = new Flight(task, timeouts, hooks().impl);
+    flight.onEntry(entry(1, 0, [{ type: 'assigned', device_id: 'd', attempt: 1 }]));
+    const now = performance.now();
+    flight.onEntry({
+      ...entry(1, 1, [delta('a'), { type: 'done', finish_reasons: ['stop'], usage: null }]),
+      heldMs: 250,
+    });
+    expect(flight.firstOutputAt).not.toBeNull();
+    expect(now - (flight.firstOutputAt ?? now)).toBeGreaterThanOrEqual(249);
+  });
+
   it('goes queued → assigned → streaming → ended, and hands the events over in order', async () => {
     const { impl, calls } = hooks();
     const flight = new Flight(task, timeouts, impl);

@@ -150,11 +150,12 @@ export class Flight {
       this.nextSeq += events.length;
     }
     for (const event of events) {
-      this.onEvent(event);
+      this.onEvent(event, entry.heldMs ?? 0);
     }
   }
 
-  private onEvent(event: TaskEvent): void {
+  /** `heldMs`: how long the entry's first output waited in the dispatcher (StreamEntry.heldMs). */
+  private onEvent(event: TaskEvent, heldMs = 0): void {
     if (this.ended) {
       return;
     }
@@ -182,7 +183,7 @@ export class Flight {
       case 'delta':
       case 'embedding':
         this.state = 'streaming';
-        this.firstOutputAt ??= performance.now();
+        this.firstOutputAt ??= performance.now() - heldMs;
         this.armIdleTimer();
         break;
       case 'done':

@@ -7,9 +7,9 @@ const MAX_BATCH = 256;
 /** The first wait before writing again while Redis is unreachable (then doubling, see retrying). */
 const RETRY_FIRST_MS = 50;
 /**
- * For a client that does not stream: output after the first is held and written with the ending, or
- * once this long has passed since the last write (so that the api, which gives up on a task silent for
- * TASK_IDLE_TIMEOUT_MS, still sees it working), or when MAX_BATCH events are held.
+ * For a client that does not stream: output is held and written with the ending, or once this long has
+ * passed since the last write (the claim's `assigned` event counts as one), so that the api, which gives
+ * up on a task silent for TASK_IDLE_TIMEOUT_MS, still sees it working; or when MAX_BATCH events are held.
  */
 const HOLD_MAX_MS = 1_000;
 
@@ -46,8 +46,11 @@ export interface WriterHooks {
  * output still pending), so that a client sees an ending exactly when the task ended that way.
  *
  * A client that does not stream gets its answer whole: each entry written for it before the ending
- * would cost Redis a write and the api a read for nothing, so its output after the first is held (see
- * HOLD_MAX_MS) and usually goes out in the closing entry, one entry instead of one per token.
+ * would cost Redis a write and the api a read for nothing, so its output is held (see HOLD_MAX_MS),
+ * the first included, and usually goes out in the closing entry: an answer shorter than HOLD_MAX_MS
+ * takes one entry and one transition (the ending, which records when its first output came) instead
+ * of one per token and a `first` transition besides. A requeue or a resume writes held first output
+ * by the `first` transition before it, as if it had not been held.
  */
 export class TaskWriter {
   private pending: TaskEvent[] = [];
@@ -62,8 +65,12 @@ export class TaskWriter {
   private expirySet = false;
   private settled: Promise<TransitionResult | null> | null = null;
   private settle: ((result: TransitionResult | null) => void) | null = null;
-  /** When an entry was last written (performance.now()), for held output. */
-  private writtenAt = 0;
+  /** When an entry was last written (performance.now()), for held output; the claim wrote the first. */
+  private writtenAt = performance.now();
+  /** When this attempt's first output arrived (epoch ms): its record's time, even when written later. */
+  private firstAt: number | null = null;
+  /** The same moment by performance.now(), for how long it was held (StreamEntry.heldMs). */
+  private firstSeen = 0;
 
   constructor(
     private readonly redis: RedisClient,
@@ -83,6 +90,10 @@ export class TaskWriter {
     if (this.closing || this.stopped) {
       return;
     }
+    if (this.firstAt === null) {
+      this.firstAt = Date.now();
+      this.firstSeen = performance.now();
+    }
     this.pending.push(event);
     if (!this.holds()) {
       this.kick();
@@ -93,7 +104,6 @@ export class TaskWriter {
   private holds(): boolean {
     return (
       this.holdOutput &&
-      this.firstRecorded &&
       this.pending.length < MAX_BATCH &&
       performance.now() - this.writtenAt < Math.min(HOLD_MAX_MS, this.giveUpMs / 4)
     );
@@ -152,9 +162,10 @@ export class TaskWriter {
 
   private async writeOutput(): Promise<void> {
     const batch = this.pending.slice(0, MAX_BATCH);
-    const fields = encodeStreamEntry(this.attempt, this.seq, batch);
+    const fields = encodeStreamEntry(this.attempt, this.seq, batch, this.heldFor());
     if (!this.firstRecorded) {
-      const result = await this.retry(() => this.tasks.firstOutput(this.taskId, this.attempt, fields));
+      const at = this.firstAt ?? Date.now();
+      const result = await this.retry(() => this.tasks.firstOutput(this.taskId, this.attempt, fields, at));
       if (!result.ok) {
         this.stopped = true;
         this.pending = [];
@@ -181,6 +192,17 @@ export class TaskWriter {
 
   /** The closing transition, carrying whatever output is still pending in the same entry. */
   private async writeClosing(closing: Closing): Promise<void> {
+    if (closing.kind !== 'end' && closing.kind !== 'abandon' && closing.event && !this.firstRecorded) {
+      // Held first output before a requeue or a resume is written as any first output is (the task
+      // becomes `streaming`), so that what the device gave is recorded as relayed before the task moves.
+      if (this.pending.length > 0) {
+        await this.writeOutput();
+      }
+      if (this.stopped) {
+        this.settle?.(null);
+        return;
+      }
+    }
     this.stopped = true;
     if (closing.kind === 'abandon') {
       this.settle?.(null);
@@ -191,7 +213,7 @@ export class TaskWriter {
     const output = closing.kind === 'end' ? (closing.output ?? []) : [];
     const events = closing.event ? [...this.pending, ...output, closing.event] : [];
     this.pending = [];
-    const fields = events.length > 0 ? encodeStreamEntry(this.attempt, this.seq, events) : [];
+    const fields = events.length > 0 ? encodeStreamEntry(this.attempt, this.seq, events, this.heldFor()) : [];
     const result =
       closing.kind === 'end'
         ? await this.retry(() =>
@@ -217,10 +239,18 @@ export class TaskWriter {
     this.settle?.(result);
   }
 
-  /** An ending whose output was never written before carries the time of its first output itself. */
+  /** How long the first output has waited, while it is not written yet (0 after). */
+  private heldFor(): number {
+    return this.firstRecorded || this.firstAt === null ? 0 : performance.now() - this.firstSeen;
+  }
+
+  /**
+   * An ending whose output was never written before (held, or all of it came at once) carries the time
+   * of its first output itself: one transition instead of two.
+   */
   private withFirstOutput(ending: Ending, events: TaskEvent[]): Ending {
     return !this.firstRecorded && events.some((e) => e.type === 'delta' || e.type === 'embedding')
-      ? { ...ending, firstTokenAt: Date.now() }
+      ? { ...ending, firstTokenAt: this.firstAt ?? Date.now() }
       : ending;
   }
 

@@ -37,12 +37,25 @@ export interface StreamEntry {
   attempt: number | null;
   seq: number;
   events: TaskEvent[];
+  /**
+   * How long (ms) the attempt's first output waited in the dispatcher before this entry carried it:
+   * output held for a client that does not stream (field `h`, absent when it did not wait). The api
+   * dates the first output back by it, for its time-to-first-token and tokens/s.
+   */
+  heldMs?: number;
 }
 
 /** The fields of a stream entry (XADD's field-value list). */
-export function encodeStreamEntry(attempt: number | null, seq: number, events: TaskEvent[]): string[] {
+export function encodeStreamEntry(attempt: number | null, seq: number, events: TaskEvent[], heldMs = 0): string[] {
   const e = JSON.stringify(events);
-  return attempt === null ? ['e', e] : ['a', String(attempt), 's', String(seq), 'e', e];
+  if (attempt === null) {
+    return ['e', e];
+  }
+  const fields = ['a', String(attempt), 's', String(seq), 'e', e];
+  if (heldMs > 0) {
+    fields.push('h', String(Math.round(heldMs)));
+  }
+  return fields;
 }
 
 /** Reads the fields of a stream entry (as XREAD returns them); throws on a malformed one. */
@@ -50,6 +63,7 @@ export function decodeStreamEntry(fields: string[]): StreamEntry {
   let attempt: number | null = null;
   let seq = 0;
   let events: TaskEvent[] | null = null;
+  let heldMs: number | undefined;
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const value = fields[i + 1];
     switch (fields[i]) {
@@ -64,10 +78,15 @@ export function decodeStreamEntry(fields: string[]): StreamEntry {
         events = Array.isArray(parsed) ? parsed : [parsed];
         break;
       }
+      case 'h':
+        heldMs = Number(value);
+        break;
     }
   }
   if (!events || (attempt !== null && !Number.isInteger(attempt)) || !Number.isInteger(seq)) {
     throw new Error('malformed task stream entry');
   }
-  return { attempt, seq, events };
+  return heldMs !== undefined && heldMs > 0 && Number.isFinite(heldMs)
+    ? { attempt, seq, events, heldMs }
+    : { attempt, seq, events };
 }

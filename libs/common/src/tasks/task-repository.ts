@@ -12,7 +12,14 @@ import type { EndGuard, Ending, NewTask, StreamFields, TaskSnapshot, TransitionR
 import { parseSnapshot } from './task-state';
 import { LIVE_STATUSES, sqlStatusList } from './task-statuses';
 import type { LiveStatus } from './task-statuses';
-import { claimPairs, creationArgs, endRecordStatement, endingPairs, guardArg } from './task-transition-args';
+import {
+  claimPairs,
+  creationArgs,
+  endRecordStatement,
+  endingPairs,
+  firstOutputPairs,
+  guardArg,
+} from './task-transition-args';
 import type { Claimant } from './task-transition-args';
 import { TASK_TRANSITIONS_LUA } from './task-transitions.lua';
 
@@ -190,9 +197,12 @@ export class TaskRepository {
     return this.run(taskId, 'claim', String(resumes), claimPairs(by), [], this.options.endedTtlMs, by.dispatcherId);
   }
 
-  /** The first output of an attempt: written with the entry that carries it. */
-  firstOutput(taskId: string, attempt: number, entry: StreamFields): Promise<TransitionResult> {
-    return this.run(taskId, 'first', String(attempt), [], entry);
+  /**
+   * The first output of an attempt: written with the entry that carries it. `at` (epoch ms) is when it
+   * came, if it waited before being written (held for a client that does not stream); else now.
+   */
+  firstOutput(taskId: string, attempt: number, entry: StreamFields, at?: number): Promise<TransitionResult> {
+    return this.run(taskId, 'first', String(attempt), firstOutputPairs(at), entry);
   }
 
   /** The attempt's device is gone before any output: the task waits for another. */

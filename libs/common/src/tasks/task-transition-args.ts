@@ -47,6 +47,11 @@ export function endingPairs(ending: Ending): string[] {
   });
 }
 
+/** The fields a first output sets beside its status: when it came, if that was before now (held). */
+export function firstOutputPairs(at: number | undefined): string[] {
+  return at === undefined ? [] : taskStateCodec.pairs({ firstTokenAt: new Date(at) });
+}
+
 /** Who claims a task: the device, the model digest it announced (null: none), its dispatcher, the lock token. */
 export interface Claimant {
   deviceId: string;

@@ -129,7 +129,9 @@ if op == 'first' then
   if ft then
     redis.call('HSET', t, '${F.status}', 'streaming', '${F.version}', 4 * att + 2)
   else
-    redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', now, '${F.version}', 4 * att + 2)
+    -- When the output came, if the caller held it before writing it (a client that does not stream).
+    local at = set['${F.firstTokenAt}'] or now
+    redis.call('HSET', t, '${F.status}', 'streaming', '${F.firstTokenAt}', at, '${F.version}', 4 * att + 2)
   end
   record()
   return {1, att, '', '', '', ''}
@@ -161,6 +163,12 @@ if op == 'end' then
   if string.sub(guard, 1, 8) == 'attempt:' and att ~= tonumber(string.sub(guard, 9)) then return refuse() end
   local other = letGo()
   if other then return other end
+  if ft and set['${F.firstTokenAt}'] then
+    -- An ending that carries its output's first time keeps the task's own (an earlier attempt's, resumed).
+    for i = #fields - 1, 1, -2 do
+      if fields[i] == '${F.firstTokenAt}' then table.remove(fields, i + 1); table.remove(fields, i) end
+    end
+  end
   write({'${F.finishedAt}', now, '${F.version}', ${ENDED_VERSION}})
   redis.call('ZREM', KEYS[3], id)
   -- A completed task's time on its device, for its queue's service time (the caller's to record).

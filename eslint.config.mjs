@@ -16,7 +16,7 @@ const MODULE_SCOPES = [
   {
     root: 'apps/api/src',
     composition: ['main', 'app.module', 'bootstrap'],
-    // common/ (error bodies, validation, route discovery) imports nothing of the app: anything may use it.
+    // common/ (error bodies, validation, route discovery, background jobs) imports nothing of the app: anything may use it.
     shared: ['common'],
     modules: {
       admin: ['auth', 'openapi', 'tasks'],

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { LOGGER, PrismaService } from '@app/common';
 import type { Logger } from '@app/common';
+import { PeriodicJob } from '../common/periodic-job';
 
 /**
  * A key's use is written at most once per this interval by one api instance: `last_used_at` tells
@@ -14,13 +15,6 @@ const FLUSH_INTERVAL_MS = 5_000;
 /** The longest a shutdown waits for the last flush. */
 const SHUTDOWN_FLUSH_MS = 1_000;
 
-/** Waits for the promise, or for `ms`, whichever comes first. */
-export async function untilOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
-}
-
 /**
  * Records which API keys authenticate requests and writes their `last_used_at` in the background,
  * batched and coarse: `record` is a map lookup on the request path and never waits for Postgres.
@@ -32,8 +26,11 @@ export class KeyUsageService implements OnModuleInit, OnModuleDestroy {
   private readonly pending = new Map<string, number>();
   /** Key id → time of the last use this instance wrote (kept for one write interval). */
   private readonly written = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
+  /** One flush at a time; the last uses are written on the way out, but a shutdown never waits long for it (Postgres may be gone). */
+  private readonly flushes = new PeriodicJob(() => this.write(), {
+    everyMs: FLUSH_INTERVAL_MS,
+    stopWaitMs: SHUTDOWN_FLUSH_MS,
+  });
 
   constructor(
     private readonly prisma: PrismaService,
@@ -41,15 +38,11 @@ export class KeyUsageService implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   onModuleInit(): void {
-    this.timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
-    // Never what keeps the process alive.
-    this.timer.unref();
+    this.flushes.start();
   }
 
-  /** The last uses are written on the way out, but a shutdown never waits long for it (Postgres may be gone). */
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await untilOrAfter(this.flush(), SHUTDOWN_FLUSH_MS);
+    await this.flushes.stop({ lastRun: true });
   }
 
   /** Notes that a key authenticated a request now. Synchronous and cheap: called for every request. */
@@ -63,8 +56,7 @@ export class KeyUsageService implements OnModuleInit, OnModuleDestroy {
 
   /** Writes the pending uses (one flush at a time). */
   flush(): Promise<void> {
-    this.flushing = this.flushing.then(() => this.write());
-    return this.flushing;
+    return this.flushes.run();
   }
 
   private async write(): Promise<void> {

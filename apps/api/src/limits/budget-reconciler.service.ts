@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { LOGGER, PrismaService, REDIS, SpendCounter, UsageService, monthStart } from '@app/common';
-import type { Logger, RedisClient } from '@app/common';
+import { LOGGER, PrismaService, SpendCounter, UsageService, monthStart } from '@app/common';
+import type { Logger } from '@app/common';
+import { PeriodicJob } from '../common/periodic-job';
 
 /** How often every budget's counter is raised to what Postgres counted this month. */
 const RECONCILE_INTERVAL_MS = 30_000;
@@ -32,62 +33,55 @@ interface BudgetedOrg {
  */
 @Injectable()
 export class BudgetReconciler implements OnModuleInit, OnModuleDestroy {
-  private readonly spend: SpendCounter;
   private readonly usage: UsageService;
-  private timer: NodeJS.Timeout | undefined;
   /** Orgs whose budgets this instance has reconciled since it started (or is reconciling). */
   private readonly seen = new Set<string>();
-  private running: Promise<void> = Promise.resolve();
+  /** Every budget's, periodically; an org's alone when it is first seen: one pass at a time either way. */
+  private readonly passes = new PeriodicJob(() => this.reconcile(null), { everyMs: RECONCILE_INTERVAL_MS });
 
   constructor(
     private readonly prisma: PrismaService,
-    @Inject(REDIS) redis: RedisClient,
+    private readonly spend: SpendCounter,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {
-    this.spend = new SpendCounter(redis);
     this.usage = new UsageService(prisma.pool);
   }
 
   onModuleInit(): void {
-    this.timer = setInterval(() => void this.reconcileAll(), RECONCILE_INTERVAL_MS);
-    this.timer.unref();
+    this.passes.start();
   }
 
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.passes.stop();
   }
 
   /** A request of an org with a budget: its counters are reconciled now if this instance has not yet. */
   notice(orgId: string): void {
     if (!this.seen.has(orgId)) {
       this.seen.add(orgId);
-      void this.reconcile(orgId);
+      void this.passes.run(() => this.reconcile(orgId));
     }
   }
 
-  /** Every budget's counters. */
+  /** Every budget's counters, after the pass in progress. */
   reconcileAll(): Promise<void> {
-    return this.reconcile(null);
+    return this.passes.run();
   }
 
-  /** The counters of one org's budgets (its own and its keys'), or of every org's (null); one pass at a time. */
-  private reconcile(orgId: string | null): Promise<void> {
-    this.running = this.running.then(async () => {
-      try {
-        const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(orgId !== null), orgId === null ? [] : [orgId]);
-        for (const org of rows) {
-          await this.raise(org);
-        }
-      } catch (error) {
-        if (orgId !== null) {
-          // Tried again at this org's next request.
-          this.seen.delete(orgId);
-        }
-        this.logger.warn({ err: error, orgId }, 'could not reconcile the budgets’ spend counters; will retry');
+  /** The counters of one org's budgets (its own and its keys'), or of every org's (null). */
+  private async reconcile(orgId: string | null): Promise<void> {
+    try {
+      const { rows } = await this.prisma.sql<BudgetedOrg>(budgeted(orgId !== null), orgId === null ? [] : [orgId]);
+      for (const org of rows) {
+        await this.raise(org);
       }
-    });
-    return this.running;
+    } catch (error) {
+      if (orgId !== null) {
+        // Tried again at this org's next request.
+        this.seen.delete(orgId);
+      }
+      this.logger.warn({ err: error, orgId }, 'could not reconcile the budgets’ spend counters; will retry');
+    }
   }
 
   private async raise(org: BudgetedOrg): Promise<void> {

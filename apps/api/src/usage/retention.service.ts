@@ -3,6 +3,7 @@ import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { setTimeout as delay } from 'node:timers/promises';
 import { APP_CONFIG, LOGGER, PrismaService, RETENTION_BATCH, deleteExpiredTasks, retentionCutoff } from '@app/common';
 import type { AppConfig, Logger } from '@app/common';
+import { PeriodicJob } from '../common/periodic-job';
 
 /** How often an api instance looks for task records past retention. */
 const RETENTION_INTERVAL_MS = 60_000;
@@ -21,10 +22,10 @@ const RETENTION_LOCK = 0x5359_5245;
  */
 @Injectable()
 export class RetentionService implements OnModuleInit, OnModuleDestroy {
-  private timer: NodeJS.Timeout | undefined;
-  private first: NodeJS.Timeout | undefined;
-  private running: Promise<void> = Promise.resolve();
-  private stopping = false;
+  private readonly passes = new PeriodicJob(() => this.pass(), {
+    everyMs: RETENTION_INTERVAL_MS,
+    firstAfterMs: FIRST_PASS_MS,
+  });
 
   constructor(
     private readonly prisma: PrismaService,
@@ -36,62 +37,58 @@ export class RetentionService implements OnModuleInit, OnModuleDestroy {
     if (this.config.TASK_RETENTION_DAYS === 0) {
       return;
     }
-    this.first = setTimeout(() => void this.prune(), FIRST_PASS_MS);
-    this.first.unref();
-    this.timer = setInterval(() => void this.prune(), RETENTION_INTERVAL_MS);
-    this.timer.unref();
+    this.passes.start();
   }
 
+  /** Stops between two batches, after the one in progress. */
   async onModuleDestroy(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.first);
-    clearInterval(this.timer);
-    await this.running;
+    await this.passes.stop();
   }
 
-  /** One pass: every record past retention, batch by batch, unless another instance is at it. */
+  /** One pass (after the one in progress): every record past retention, batch by batch, unless another instance is at it. */
   prune(): Promise<void> {
-    this.running = this.running.then(async () => {
-      const client = await this.prisma.pool.connect().catch(() => null);
-      if (!client) {
+    return this.passes.run();
+  }
+
+  private async pass(): Promise<void> {
+    const client = await this.prisma.pool.connect().catch(() => null);
+    if (!client) {
+      return;
+    }
+    try {
+      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
+        RETENTION_LOCK,
+      ]);
+      if (!rows[0].locked) {
         return;
       }
       try {
-        const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [
-          RETENTION_LOCK,
-        ]);
-        if (!rows[0].locked) {
-          return;
-        }
-        try {
-          const cutoff = retentionCutoff(Date.now(), this.config.TASK_RETENTION_DAYS);
-          let deleted = 0;
-          let from: Date | null = null;
-          while (!this.stopping) {
-            const started = Date.now();
-            const batch = await deleteExpiredTasks(this.prisma.pool, cutoff, from);
-            deleted += batch.deleted;
-            from = batch.last;
-            if (batch.deleted < RETENTION_BATCH) {
-              break;
-            }
-            // At most TASK_RETENTION_ROWS_PER_SECOND: what the deletes cost the request path and the record
-            // writer follows the WAL they write each second (docs/benchmarks.md, "Retention").
-            const due = (batch.deleted / this.config.TASK_RETENTION_ROWS_PER_SECOND) * 1000;
-            await delay(Math.max(MIN_PAUSE_MS, due - (Date.now() - started)));
+        const cutoff = retentionCutoff(Date.now(), this.config.TASK_RETENTION_DAYS);
+        let deleted = 0;
+        let from: Date | null = null;
+        while (!this.passes.stopping) {
+          const started = Date.now();
+          const batch = await deleteExpiredTasks(this.prisma.pool, cutoff, from);
+          deleted += batch.deleted;
+          from = batch.last;
+          if (batch.deleted < RETENTION_BATCH) {
+            break;
           }
-          if (deleted > 0) {
-            this.logger.info({ deleted, before: cutoff.toISOString() }, 'deleted task records past retention');
-          }
-        } finally {
-          await client.query('SELECT pg_advisory_unlock($1)', [RETENTION_LOCK]);
+          // At most TASK_RETENTION_ROWS_PER_SECOND: what the deletes cost the request path and the record
+          // writer follows the WAL they write each second (docs/benchmarks.md, "Retention").
+          const due = (batch.deleted / this.config.TASK_RETENTION_ROWS_PER_SECOND) * 1000;
+          await delay(Math.max(MIN_PAUSE_MS, due - (Date.now() - started)));
         }
-      } catch (error) {
-        this.logger.warn({ err: error }, 'could not delete task records past retention; will retry');
+        if (deleted > 0) {
+          this.logger.info({ deleted, before: cutoff.toISOString() }, 'deleted task records past retention');
+        }
       } finally {
-        client.release();
+        await client.query('SELECT pg_advisory_unlock($1)', [RETENTION_LOCK]);
       }
-    });
-    return this.running;
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not delete task records past retention; will retry');
+    } finally {
+      client.release();
+    }
   }
 }

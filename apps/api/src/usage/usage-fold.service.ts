@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { FOLD_MAX_ROWS, LOGGER, PrismaService, foldUsageDeltas } from '@app/common';
 import type { Logger } from '@app/common';
-import { untilOrAfter } from '../keys/key-usage.service';
+import { PeriodicJob } from '../common/periodic-job';
 
 /**
  * How often pending usage deltas are folded into the rollups. Queries read the deltas too, so this
@@ -15,8 +15,11 @@ const SHUTDOWN_WAIT_MS = 1_000;
 /** Folds the usage deltas that the triggers on tasks append (see the usage migration) in the background. */
 @Injectable()
 export class UsageFoldService implements OnModuleInit, OnModuleDestroy {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> = Promise.resolve();
+  /** A fold in progress is one transaction: left alone, it commits or rolls back by itself; a shutdown waits a second at most. */
+  private readonly folds = new PeriodicJob(() => this.foldAll(), {
+    everyMs: FOLD_INTERVAL_MS,
+    stopWaitMs: SHUTDOWN_WAIT_MS,
+  });
 
   constructor(
     private readonly prisma: PrismaService,
@@ -24,28 +27,27 @@ export class UsageFoldService implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   onModuleInit(): void {
-    this.timer = setInterval(() => void this.fold(), FOLD_INTERVAL_MS);
-    this.timer.unref();
+    this.folds.start();
   }
 
-  /** A fold in progress is one transaction: left alone, it commits or rolls back by itself; a shutdown waits a second at most. */
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await untilOrAfter(this.running, SHUTDOWN_WAIT_MS);
+    await this.folds.stop();
   }
 
-  /** One fold (more right away while a full batch came back: a backlog after an outage drains quickly). */
+  /** One fold, after the one in progress. */
   fold(): Promise<void> {
-    this.running = this.running.then(async () => {
-      try {
-        while ((await foldUsageDeltas(this.prisma.pool)) >= FOLD_MAX_ROWS) {
-          // keep going
-        }
-      } catch (error) {
-        // The deltas stay where they are and queries still count them; the next run folds them.
-        this.logger.warn({ err: error }, 'could not fold usage deltas; will retry');
+    return this.folds.run();
+  }
+
+  /** Folds (more right away while a full batch came back: a backlog after an outage drains quickly). */
+  private async foldAll(): Promise<void> {
+    try {
+      while ((await foldUsageDeltas(this.prisma.pool)) >= FOLD_MAX_ROWS) {
+        // keep going
       }
-    });
-    return this.running;
+    } catch (error) {
+      // The deltas stay where they are and queries still count them; the next run folds them.
+      this.logger.warn({ err: error }, 'could not fold usage deltas; will retry');
+    }
   }
 }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { AppError, PrismaService, createLogger, createRedis } from '@app/common';
+import { AppError, PrismaService, SpendCounter, createLogger, createRedis } from '@app/common';
 import { BudgetReconciler } from '../../../apps/api/src/limits/budget-reconciler.service';
 import { BudgetsService } from '../../../apps/api/src/limits/budgets.service';
 import { LimitsService } from '../../../apps/api/src/limits/limits.service';
@@ -25,7 +25,8 @@ describe('limit slots (api)', () => {
     prisma = new PrismaService(config);
     const logger = createLogger('test', 'silent');
     const metrics = new MetricsService();
-    const budgets = new BudgetsService(redis, metrics, new BudgetReconciler(prisma, redis, logger));
+    const spend = new SpendCounter(redis);
+    const budgets = new BudgetsService(spend, metrics, new BudgetReconciler(prisma, spend, logger));
     limits = new LimitsService(redis, config, metrics, logger, budgets);
   });
 

@@ -1,6 +1,6 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { AppError, REDIS, SpendCounter, budgetMonth, nextMonthStart } from '@app/common';
-import type { MonthlyBudgets, RedisClient } from '@app/common';
+import { Injectable } from '@nestjs/common';
+import { AppError, SpendCounter, budgetMonth, nextMonthStart } from '@app/common';
+import type { MonthlyBudgets } from '@app/common';
 import { MetricsService } from '../metrics/metrics.service';
 import { BudgetReconciler } from './budget-reconciler.service';
 
@@ -37,15 +37,11 @@ const tokens = (n: number) => n.toLocaleString('en-US');
  */
 @Injectable()
 export class BudgetsService {
-  private readonly spend: SpendCounter;
-
   constructor(
-    @Inject(REDIS) redis: RedisClient,
+    private readonly spend: SpendCounter,
     private readonly metrics: MetricsService,
     private readonly reconciler: BudgetReconciler,
-  ) {
-    this.spend = new SpendCounter(redis);
-  }
+  ) {}
 
   /** Throws 429 insufficient_quota when the org's or the key's budget is used up this month. */
   async check(payer: Payer): Promise<void> {

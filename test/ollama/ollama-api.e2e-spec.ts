@@ -71,6 +71,18 @@ describe('Ollama-compatible API', () => {
     expect(row.status).toBe('completed');
   });
 
+  it('ollama.chat (not streamed): eval_duration covers the generation, though the answer reached the api whole', async () => {
+    // 4 tokens at 5 tokens/s: the first at once, the last about 600 ms later.
+    const res = await client(tenant.key).chat({
+      model: slowModel,
+      messages: [{ role: 'user', content: 'hello' }],
+      options: { num_predict: 4 },
+    });
+    expect(res.eval_count).toBe(4);
+    expect(res.eval_duration).toBeGreaterThanOrEqual(500e6);
+    expect(res.prompt_eval_duration + res.eval_duration).toBeLessThanOrEqual(res.total_duration);
+  });
+
   it('ollama.chat streamed: content deltas then a final done line with counts, mode and task_address', async () => {
     const parts: any[] = [];
     for await (const part of await client(tenant.key, 'x-api-key').chat({
@@ -218,7 +230,9 @@ describe('Ollama-compatible API', () => {
     expect(first.done).toBe(false);
     controller.abort();
     await recordsWritten();
-    const task = await db().task.findFirstOrThrow({ where: { orgId: tenant.org.id, modelId: slowModel } });
+    const task = await db().task.findFirstOrThrow({
+      where: { orgId: tenant.org.id, modelId: slowModel, stream: true },
+    });
     const ended = await waitTerminal(task.address);
     expect(ended.status).toBe('cancelled');
     expect(ended.api).toBe('ollama');

@@ -27,7 +27,13 @@ export class OllamaChatHandler {
     if (!follow(reply, flight)) {
       return;
     }
-    const render = new OllamaRenderer(request.model, flight.task.mode, flight.task.address, startedAt);
+    const render = new OllamaRenderer(
+      request.model,
+      flight.task.mode,
+      flight.task.address,
+      startedAt,
+      () => flight.firstOutputAt,
+    );
     await respond(reply, flight, new OllamaFormat(render), request.stream);
   }
 }

@@ -24,4 +24,15 @@ describe('OllamaRenderer', () => {
     expect(line).not.toHaveProperty('eval_count');
     expect(line).not.toHaveProperty('prompt_eval_count');
   });
+
+  it('times the evaluation from the first output as the flight dates it (held by the dispatcher), not from its arrival', () => {
+    const start = performance.now();
+    const r = new OllamaRenderer('llama3.2:3b', 'network', 'network:t', start - 1_000, () => start - 400);
+    r.assigned();
+    r.delta([{ index: 0, content: 'Hi' }]);
+    const final = r.final('stop', null);
+    expect(final.eval_duration).toBeGreaterThanOrEqual(400e6);
+    expect(final.total_duration).toBeGreaterThanOrEqual(1_000e6);
+    expect(final.prompt_eval_duration).toBe(0);
+  });
 });

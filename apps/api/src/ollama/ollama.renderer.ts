@@ -31,6 +31,11 @@ export class OllamaRenderer {
     private readonly mode: string,
     private readonly address: string,
     private readonly startedAt: number,
+    /**
+     * When the first output came, as the flight dates it (Flight.firstOutputAt): for an answer that is
+     * not streamed the dispatcher holds the output, and it reaches the api with its ending.
+     */
+    private readonly firstOutput: () => number | null = () => null,
   ) {}
 
   assigned(): void {
@@ -58,7 +63,7 @@ export class OllamaRenderer {
 
   private stats(finish: FinishReason, usage: Usage | null) {
     const now = performance.now();
-    const first = this.firstOutputAt ?? now;
+    const first = this.firstOutput() ?? this.firstOutputAt ?? now;
     return {
       done: true,
       // Ollama reports 'stop' when a model calls tools.
@@ -69,7 +74,8 @@ export class OllamaRenderer {
       load_duration: 0,
       // Counts the device did not give are left out, as Ollama leaves out what it did not count.
       ...(usage ? { prompt_eval_count: usage.prompt_tokens } : {}),
-      prompt_eval_duration: nanos(first - (this.assignedAt ?? first)),
+      // Never below 0: the first output is dated by the dispatcher's clock of how long it was held.
+      prompt_eval_duration: nanos(Math.max(0, first - (this.assignedAt ?? first))),
       ...(usage ? { eval_count: usage.completion_tokens } : {}),
       eval_duration: nanos(now - first),
     };

@@ -1,5 +1,5 @@
 import type { Socket } from 'socket.io-client';
-import { PROTOCOL_VERSION, createRedis } from '@app/common';
+import { KeySpace, PROTOCOL_VERSION, TASK_FIELDS, createRedis } from '@app/common';
 import type { Redis } from 'ioredis';
 import {
   cli,
@@ -420,10 +420,26 @@ describe('hostile devices', () => {
       expect(victim).toMatchObject({ status: 200 });
       const reference = victim.body.choices[0].message.content;
       const pending = chat(orgB.key, calm, 'a reference answer');
-      const address = await until(async () => {
-        const rows = await db().task.findMany({ where: { orgId: orgB.org.id, modelId: calm, status: 'streaming' } });
-        return rows[0]?.address;
-      }, 'the victim task to stream');
+      // Its live state in Redis: the answer (about 450 ms) is held whole for a client that does not stream,
+      // so the task goes from assigned to its ending, and its record may lag behind.
+      const keys = KeySpace.of(probe);
+      const live = await until(async (): Promise<string | null> => {
+        for (const k of keys.partitions) {
+          for (const id of await probe.zrange(keys.liveTasks(k), 0, -1)) {
+            const [model, status, addr] = await probe.hmget(
+              keys.taskState(id),
+              TASK_FIELDS.modelId,
+              TASK_FIELDS.status,
+              TASK_FIELDS.address,
+            );
+            if (model === calm && (status === 'assigned' || status === 'streaming')) {
+              return addr;
+            }
+          }
+        }
+        return null;
+      }, 'the victim task to be assigned');
+      const address = live!;
       for (let seq = 0; seq < 5; seq++) {
         hostile.delta(address, seq, 'FORGED');
       }

@@ -603,8 +603,10 @@ describe('isolation and untrusted devices', () => {
       const pending = chat(api1, orgB.key, rogueModel, 'oversized frame');
       const assigned = await nextAssignment();
       const address: string = assigned.task_address;
+      // The claim is recorded; the delta then reaches the dispatcher before the oversized event (one socket,
+      // in order). A client that does not stream has its output held, so the task stays assigned meanwhile.
+      await waitStatus(orgB.org.id, 'assigned');
       rogue.emit('task:delta', { task_address: address, seq: 0, choices: [{ index: 0, content: 'partial' }] });
-      await waitStatus(orgB.org.id, 'streaming');
       const disconnected = new Promise<string>((resolve) => rogue.once('disconnect', resolve));
       rogue.emit('task:delta', {
         task_address: address,

@@ -3,13 +3,13 @@ import { keepAliveAgent } from '../lib/client';
 import type { Ctx, ScenarioResult, Stack, TargetCheck } from '../lib/context';
 import { Fleet } from '../lib/fleet';
 import { mdTable, num, signed } from '../lib/format';
-import { ZERO_TIME_SIM_ARGS, completionWindow } from '../lib/completion-window';
+import { ZERO_TIME_SIM_ARGS, completionWindow, failedIn, legTotals, legTotalsData } from '../lib/completion-window';
+import type { LegTotals, MeasuredWindow } from '../lib/completion-window';
 import { cpuDelta, machineCpuMs, sampleCpu } from '../lib/procfs';
 import type { CpuGroup } from '../lib/procfs';
 import { callsDelta, redisCommandCalls, redisPid } from '../lib/services';
 import { recordsWritten, sleep, waitOnline } from '../lib/stack';
 import { median, rounded, summarize } from '../lib/stats';
-import type { Summary } from '../lib/stats';
 
 /**
  * Issue 39: what monthly token budgets cost on the request path. Two organizations on the same model and
@@ -38,57 +38,23 @@ const BUDGET_COMMANDS = ['mget', 'evalsha', 'incrby', 'pexpireat'] as const;
 
 type LegName = 'A' | 'B';
 
-/** One measured window of one leg. */
-interface BudgetWindow {
+/** One measured window of one leg, with the Redis calls (server-wide) over it and its settle. */
+interface BudgetWindow extends MeasuredWindow {
   leg: LegName;
   round: number;
-  started: number;
-  skipped: number;
-  unfinished: number;
-  completed: number;
-  errors: number;
-  firstError?: string;
-  elapsedMs: number;
-  latencies: number[];
-  /** CPU ms per process group over the window and its settle. */
-  cpu: Record<string, number>;
-  machineBusyMs: number;
-  machineTotalMs: number;
-  /** Redis calls per command over the window and its settle (server-wide). */
   redis: Map<string, number>;
 }
 
-/** A leg's windows taken together. */
-interface LegResult {
+/** A leg's windows taken together, and their Redis calls per completion. */
+interface LegResult extends LegTotals {
   leg: LegName;
-  windows: number;
-  started: number;
-  completed: number;
-  failed: number;
-  errors: number;
-  firstError?: string;
-  completedPerS: number;
-  latency: Summary;
-  cpuPerCompletion: Record<string, number>;
-  machineBusy: number;
   redisTotal: number;
   redisCalls: [string, number][];
 }
 
 function legResult(leg: LegName, windows: BudgetWindow[]): LegResult {
   const own = windows.filter((w) => w.leg === leg);
-  const completed = own.reduce((a, w) => a + w.completed, 0);
-  const per = (value: number) => (completed > 0 ? value / completed : Number.NaN);
-  const cpu: Record<string, number> = {};
-  for (const w of own) {
-    for (const [name, ms] of Object.entries(w.cpu)) {
-      cpu[name] = (cpu[name] ?? 0) + ms;
-    }
-  }
-  const busy = own.reduce((a, w) => a + w.machineBusyMs, 0);
-  const ours = Object.values(cpu).reduce((a, b) => a + b, 0);
-  const cpuPerCompletion = Object.fromEntries(Object.entries(cpu).map(([name, ms]) => [name, per(ms)]));
-  cpuPerCompletion.other = per(Math.max(0, busy - ours));
+  const totals = legTotals(own);
   const calls = new Map<string, number>();
   for (const w of own) {
     for (const [cmd, n] of w.redis) {
@@ -96,40 +62,16 @@ function legResult(leg: LegName, windows: BudgetWindow[]): LegResult {
     }
   }
   const redisCalls = [...calls.entries()]
-    .map(([cmd, n]): [string, number] => [cmd, per(n)])
+    .map(([cmd, n]): [string, number] => [cmd, totals.completed > 0 ? n / totals.completed : Number.NaN])
     .sort((a, b) => b[1] - a[1]);
-  return {
-    leg,
-    windows: own.length,
-    started: own.reduce((a, w) => a + w.started, 0),
-    completed,
-    failed: own.reduce((a, w) => a + w.errors + w.skipped + w.unfinished, 0),
-    errors: own.reduce((a, w) => a + w.errors, 0),
-    firstError: own.find((w) => w.firstError)?.firstError,
-    completedPerS: (completed * 1000) / own.reduce((a, w) => a + w.elapsedMs, 0),
-    latency: summarize(own.flatMap((w) => w.latencies)),
-    cpuPerCompletion,
-    machineBusy: busy / own.reduce((a, w) => a + w.machineTotalMs, 0),
-    redisTotal: redisCalls.reduce((a, [, n]) => a + n, 0),
-    redisCalls,
-  };
+  return { ...totals, leg, redisTotal: redisCalls.reduce((a, [, n]) => a + n, 0), redisCalls };
 }
 
 const callsOf = (leg: LegResult, cmd: string) => leg.redisCalls.find(([c]) => c === cmd)?.[1] ?? 0;
 
 function legData(leg: LegResult) {
   return {
-    windows: leg.windows,
-    started: leg.started,
-    completed: leg.completed,
-    errors_skipped_unfinished: leg.failed,
-    ...(leg.firstError ? { first_error: leg.firstError } : {}),
-    completed_per_s: Math.round(leg.completedPerS * 10) / 10,
-    latency_ms: rounded(leg.latency),
-    cpu_ms_per_completion: Object.fromEntries(
-      Object.entries(leg.cpuPerCompletion).map(([k, v]) => [k, Math.round(v * 1000) / 1000]),
-    ),
-    machine_busy: Math.round(leg.machineBusy * 1000) / 1000,
+    ...legTotalsData(leg),
     redis_calls_per_completion: {
       total: Math.round(leg.redisTotal * 100) / 100,
       ...Object.fromEntries(leg.redisCalls.map(([cmd, n]) => [cmd, Math.round(n * 100) / 100])),
@@ -217,14 +159,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
         windows.push({
           leg,
           round,
-          started: w.started,
-          skipped: w.skipped,
-          unfinished: w.unfinished.length,
-          completed: w.completed,
-          errors: w.errors,
-          firstError: w.firstError,
-          elapsedMs: w.elapsedMs,
-          latencies: w.latencies,
+          window: w,
           cpu: cpuDelta(cpuBefore, cpuAfter),
           machineBusyMs: machineAfter.busy - machineBefore.busy,
           machineTotalMs: machineAfter.total - machineBefore.total,
@@ -233,7 +168,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
         const last = summarize(w.latencies);
         ctx.log(
           `budgets: round ${round} ${leg} (${leg === 'A' ? 'no budgets' : 'budgets'}): ${num((w.completed * 1000) / w.elapsedMs)}/s, ` +
-            `p50 ${num(last.p50)} ms, p99 ${num(last.p99)} ms, ${w.errors + w.skipped + w.unfinished.length} failed`,
+            `p50 ${num(last.p50)} ms, p99 ${num(last.p99)} ms, ${failedIn(w)} failed`,
         );
       }
     }
@@ -278,7 +213,7 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
     // Round by round (each round has a window of each leg), to show how much of the difference is noise.
     const rounds = Array.from({ length: opts.budgetsRounds }, (_, i) => i + 1);
     const roundP50 = (round: number, leg: LegName) =>
-      summarize(windows.find((w) => w.round === round && w.leg === leg)?.latencies ?? []).p50;
+      summarize(windows.find((w) => w.round === round && w.leg === leg)?.window.latencies ?? []).p50;
     const p50Diffs = rounds.map((r) => roundP50(r, 'B') - roundP50(r, 'A'));
 
     const targets: TargetCheck[] = [
@@ -387,17 +322,17 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
         'Redis commands/completion',
       ],
       windows.map((w) => {
-        const s = summarize(w.latencies);
+        const s = summarize(w.window.latencies);
         const calls = [...w.redis.values()].reduce((x, y) => x + y, 0);
         return [
           String(w.round),
           w.leg,
-          num((w.completed * 1000) / w.elapsedMs),
+          num((w.window.completed * 1000) / w.window.elapsedMs),
           num(s.p50, 2),
           num(s.p90, 2),
           num(s.p99, 2),
-          String(w.errors + w.skipped + w.unfinished),
-          num(w.completed > 0 ? calls / w.completed : Number.NaN, 1),
+          String(failedIn(w.window)),
+          num(w.window.completed > 0 ? calls / w.window.completed : Number.NaN, 1),
         ];
       }),
       ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
@@ -438,10 +373,10 @@ export async function budgetsScenario(ctx: Ctx, stack: Stack): Promise<ScenarioR
         windows: windows.map((w) => ({
           round: w.round,
           leg: w.leg,
-          completed: w.completed,
-          failed: w.errors + w.skipped + w.unfinished,
-          completed_per_s: Math.round(((w.completed * 1000) / w.elapsedMs) * 10) / 10,
-          latency_ms: rounded(summarize(w.latencies)),
+          completed: w.window.completed,
+          failed: failedIn(w.window),
+          completed_per_s: Math.round(((w.window.completed * 1000) / w.window.elapsedMs) * 10) / 10,
+          latency_ms: rounded(summarize(w.window.latencies)),
         })),
         counters: {
           month,

@@ -10,8 +10,8 @@ import { KeySpace, RETENTION_BATCH, createRedis, loadConfig } from '@app/common'
 import type { PrismaService, RedisClient } from '@app/common';
 import { RetentionService } from '../../apps/api/src/usage/retention.service';
 import { keepAliveAgent } from '../lib/client';
-import { ZERO_TIME_SIM_ARGS, completionWindow } from '../lib/completion-window';
-import type { CompletionWindow } from '../lib/completion-window';
+import { ZERO_TIME_SIM_ARGS, completionWindow, failedIn, legTotals, legTotalsData } from '../lib/completion-window';
+import type { LegTotals, MeasuredWindow } from '../lib/completion-window';
 import type { Ctx, ScenarioResult, TargetCheck } from '../lib/context';
 import { Fleet } from '../lib/fleet';
 import { mdTable, num } from '../lib/format';
@@ -327,15 +327,11 @@ class DeletionPass {
 }
 
 /** One measured window. */
-interface RetentionWindow {
+interface RetentionWindow extends MeasuredWindow {
   leg: Leg;
   /** 1-based position in the run. */
   index: number;
-  window: CompletionWindow;
   lag: { at: number; lagMs: number; backlog: number }[];
-  cpu: Record<string, number>;
-  machineBusyMs: number;
-  machineTotalMs: number;
   walBytes: number;
   checkpoints: number;
   diskBytes: number;
@@ -347,20 +343,11 @@ interface RetentionWindow {
   passEnded: boolean;
 }
 
-/** A leg's windows taken together. */
-interface LegResult {
+/** A leg's windows taken together, with the writer's lag and what Postgres wrote. */
+interface LegResult extends LegTotals {
   leg: Leg;
-  windows: number;
-  started: number;
-  completed: number;
-  failed: number;
-  firstError?: string;
-  completedPerS: number;
-  latency: Summary;
   lag: Summary;
   backlogMax: number;
-  cpuPerCompletion: Record<string, number>;
-  machineBusy: number;
   walMBPerS: number;
   diskMBPerS: number;
   checkpoints: number;
@@ -372,34 +359,15 @@ const GROUPS = ['api', 'dispatcher', 'agents', 'postgres', 'redis', 'bench'] as 
 
 function legResult(leg: Leg, windows: RetentionWindow[]): LegResult {
   const own = windows.filter((w) => w.leg === leg);
-  const completed = own.reduce((a, w) => a + w.window.completed, 0);
-  const per = (value: number) => (completed > 0 ? value / completed : Number.NaN);
-  const cpu: Record<string, number> = {};
-  for (const w of own) {
-    for (const [name, ms] of Object.entries(w.cpu)) {
-      cpu[name] = (cpu[name] ?? 0) + ms;
-    }
-  }
-  const busy = own.reduce((a, w) => a + w.machineBusyMs, 0);
-  const ours = Object.values(cpu).reduce((a, b) => a + b, 0);
-  const cpuPerCompletion = Object.fromEntries(Object.entries(cpu).map(([name, ms]) => [name, per(ms)]));
-  cpuPerCompletion.other = per(Math.max(0, busy - ours));
-  const elapsedMs = own.reduce((a, w) => a + w.window.elapsedMs, 0);
+  const totals = legTotals(own);
+  const perS = (bytes: number) => bytes / 2 ** 20 / (totals.elapsedMs / 1000);
   return {
+    ...totals,
     leg,
-    windows: own.length,
-    started: own.reduce((a, w) => a + w.window.started, 0),
-    completed,
-    failed: own.reduce((a, w) => a + w.window.errors + w.window.skipped + w.window.unfinished.length, 0),
-    firstError: own.find((w) => w.window.firstError)?.window.firstError,
-    completedPerS: (completed * 1000) / elapsedMs,
-    latency: summarize(own.flatMap((w) => w.window.latencies)),
     lag: summarize(own.flatMap((w) => w.lag.map((s) => s.lagMs))),
     backlogMax: Math.max(0, ...own.flatMap((w) => w.lag.map((s) => s.backlog))),
-    cpuPerCompletion,
-    machineBusy: busy / own.reduce((a, w) => a + w.machineTotalMs, 0),
-    walMBPerS: own.reduce((a, w) => a + w.walBytes, 0) / 2 ** 20 / (elapsedMs / 1000),
-    diskMBPerS: own.reduce((a, w) => a + w.diskBytes, 0) / 2 ** 20 / (elapsedMs / 1000),
+    walMBPerS: perS(own.reduce((a, w) => a + w.walBytes, 0)),
+    diskMBPerS: perS(own.reduce((a, w) => a + w.diskBytes, 0)),
     checkpoints: own.reduce((a, w) => a + w.checkpoints, 0),
     deleted: own.reduce((a, w) => a + w.deleted, 0),
     deletionS: own.reduce((a, w) => a + w.deletionS, 0),
@@ -408,19 +376,9 @@ function legResult(leg: Leg, windows: RetentionWindow[]): LegResult {
 
 function legData(leg: LegResult) {
   return {
-    windows: leg.windows,
-    started: leg.started,
-    completed: leg.completed,
-    errors_skipped_unfinished: leg.failed,
-    ...(leg.firstError ? { first_error: leg.firstError } : {}),
-    completed_per_s: Math.round(leg.completedPerS * 10) / 10,
-    latency_ms: rounded(leg.latency),
+    ...legTotalsData(leg),
     writer_lag_ms: rounded(leg.lag),
     records_backlog_max: leg.backlogMax,
-    cpu_ms_per_completion: Object.fromEntries(
-      Object.entries(leg.cpuPerCompletion).map(([k, v]) => [k, Math.round(v * 1000) / 1000]),
-    ),
-    machine_busy: Math.round(leg.machineBusy * 1000) / 1000,
     wal_mb_per_s: Math.round(leg.walMBPerS * 100) / 100,
     disk_written_mb_per_s: Math.round(leg.diskMBPerS * 100) / 100,
     checkpoints: leg.checkpoints,
@@ -583,7 +541,7 @@ export async function retentionScenario(ctx: Ctx): Promise<ScenarioResult> {
       const lag = summarize(result.lag.map((x) => x.lagMs));
       ctx.log(
         `retention: window ${result.index} ${leg}: ${num((w.completed * 1000) / w.elapsedMs)}/s, p50 ${num(s.p50)} ms, ` +
-          `p99 ${num(s.p99)} ms, writer lag p99 ${num(lag.p99)} ms, ${w.errors + w.skipped + w.unfinished.length} failed` +
+          `p99 ${num(s.p99)} ms, writer lag p99 ${num(lag.p99)} ms, ${failedIn(w)} failed` +
           (pass
             ? `; deleted ${result.deleted.toLocaleString('en')} rows in ${num(result.deletionS)} s` +
               (passEnded ? ' (the pass ended: nothing left past the cutoff)' : '')
@@ -836,7 +794,7 @@ export async function retentionScenario(ctx: Ctx): Promise<ScenarioResult> {
           index: w.index,
           leg: w.leg,
           completed: w.window.completed,
-          failed: w.window.errors + w.window.skipped + w.window.unfinished.length,
+          failed: failedIn(w.window),
           completed_per_s: Math.round(((w.window.completed * 1000) / w.window.elapsedMs) * 10) / 10,
           latency_ms: rounded(summarize(w.window.latencies)),
           writer_lag_ms: rounded(summarize(w.lag.map((x) => x.lagMs))),

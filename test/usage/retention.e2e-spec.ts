@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { AdminService } from '@app/common';
 import { ADMIN_TOKEN, closeDb, db, http, sleep, startApi, uniq } from '../support/stack';
 import type { Api } from '../support/stack';
 import { expectStatus } from '../support/expect-status';
+import { pastRecords } from '../support/past-records';
 
 const DAY = 86_400_000;
 /** This suite's own months, long before anything other suites write. */
@@ -21,25 +21,7 @@ describe('task retention, by the api', () => {
   const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
   const tasks = (n: number, from: number, status: 'completed' | 'failed' | 'streaming') =>
-    Array.from({ length: n }, (_, i) => {
-      const id = randomUUID();
-      const queuedAt = new Date(from + (i % 25) * DAY + i * 1000);
-      return {
-        id,
-        address: `network:${id}`,
-        orgId: org.id,
-        modelId: model,
-        mode: 'network' as const,
-        api: 'openai' as const,
-        stream: false,
-        status,
-        promptTokens: 7 + (i % 3),
-        completionTokens: 11 + (i % 4),
-        queuedAt,
-        firstTokenAt: status === 'completed' ? new Date(queuedAt.getTime() + 90) : null,
-        finishedAt: status === 'streaming' ? null : new Date(queuedAt.getTime() + 700),
-      };
-    });
+    pastRecords({ orgId: org.id, modelId: model }, n, from, status, 25);
   const report = (from: string, to: string, groupBy: string) =>
     http('GET', `${api!.url}/admin/usage?org=${org.name}&from=${from}&to=${to}&group_by=${groupBy}`, {
       headers: admin,

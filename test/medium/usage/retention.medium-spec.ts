@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import {
   ADMIN_USAGE_GROUPS,
@@ -13,6 +12,7 @@ import {
 import { RetentionService } from '../../../apps/api/src/usage/retention.service';
 import { testConfig } from '../support/apps';
 import { DATABASE_URL, closeDb, db, uniq } from '../../support/stack';
+import { pastRecords } from '../../support/past-records';
 
 const DAY = 86_400_000;
 /** This suite's own months, long before anything other suites write: retention here touches only them. */
@@ -33,25 +33,7 @@ describe('task retention (Postgres)', () => {
   const model = uniq('retention-model');
 
   const tasks = (n: number, from: number, status: 'completed' | 'failed' | 'streaming') =>
-    Array.from({ length: n }, (_, i) => {
-      const id = randomUUID();
-      const queuedAt = new Date(from + (i % 20) * DAY + i * 1000);
-      return {
-        id,
-        address: `network:${id}`,
-        orgId: org.id,
-        modelId: model,
-        mode: 'network' as const,
-        api: 'openai' as const,
-        stream: false,
-        status,
-        promptTokens: 10 + (i % 7),
-        completionTokens: 20 + (i % 5),
-        queuedAt,
-        firstTokenAt: status === 'completed' ? new Date(queuedAt.getTime() + 100 + i) : null,
-        finishedAt: status === 'streaming' ? null : new Date(queuedAt.getTime() + 900 + i),
-      };
-    });
+    pastRecords({ orgId: org.id, modelId: model }, n, from, status, 20);
 
   const report = (from: string, to: string, groupBy: string) =>
     usage.report(parseUsageQuery({ from, to, group_by: groupBy }, ADMIN_USAGE_GROUPS), org.id);

@@ -85,6 +85,13 @@ describe('chaos: devices and clients', () => {
       .filter((l) => l.includes(address))
       .join('\n');
 
+  /** What the api logged at warn and above (pino levels 40-60), for failure messages. */
+  const apiTrouble = () =>
+    api.proc.output
+      .split('\n')
+      .filter((l) => /"level":[456]0/.test(l))
+      .join('\n');
+
   /** Waits until the device acknowledged the assignment (the dispatcher logs it). */
   const accepted = (address: string) =>
     dispatcher.proc.waitFor(new RegExp(`"task":"${address}".*"task assigned"`), 15_000);
@@ -336,7 +343,7 @@ describe('chaos: devices and clients', () => {
         // What tells a lost cancel from one the dispatcher ignored: who listens, and what it logged.
         expect({
           status: row.status,
-          message: `${row.status} ${row.errorCode}; ${await cancelListeners()}; the dispatcher:\n${logOf(address)}`,
+          message: `${row.status} ${row.errorCode}; ${await cancelListeners()}; the dispatcher:\n${logOf(address)}\nthe api's warnings:\n${apiTrouble()}`,
         }).toEqual(expect.objectContaining({ status: 'cancelled' }));
       }
       expect(row.errorCode).toBe('client_disconnected');

@@ -1,7 +1,10 @@
 import { OllamaRenderer } from './ollama.renderer';
 
 describe('OllamaRenderer', () => {
-  const renderer = () => new OllamaRenderer('llama3.2:3b', 'network', 'network:t', performance.now());
+  const renderer = () => {
+    const startedAt = performance.now();
+    return new OllamaRenderer('llama3.2:3b', 'network', 'network:t', startedAt, () => startedAt);
+  };
 
   it('gives the device’s counts when it gave them', () => {
     const r = renderer();

@@ -24,7 +24,6 @@ export class OllamaRenderer {
   private thinking = '';
   private readonly toolCalls: ToolCall[] = [];
   private assignedAt: number | null = null;
-  private firstOutputAt: number | null = null;
 
   constructor(
     private readonly model: string,
@@ -32,10 +31,10 @@ export class OllamaRenderer {
     private readonly address: string,
     private readonly startedAt: number,
     /**
-     * When the first output came, as the flight dates it (Flight.firstOutputAt): for an answer that is
-     * not streamed the dispatcher holds the output, and it reaches the api with its ending.
+     * When the first output came, as the flight dates it (Flight.firstOutputAt), null before any: for an
+     * answer that is not streamed the dispatcher holds the output, and it reaches the api with its ending.
      */
-    private readonly firstOutput: () => number | null = () => null,
+    private readonly firstOutput: () => number | null,
   ) {}
 
   assigned(): void {
@@ -48,7 +47,6 @@ export class OllamaRenderer {
     if (!d) {
       return null;
     }
-    this.firstOutputAt ??= performance.now();
     this.content += d.content ?? '';
     this.thinking += d.reasoning ?? '';
     this.toolCalls.push(...(d.tool_calls ?? []));
@@ -63,7 +61,7 @@ export class OllamaRenderer {
 
   private stats(finish: FinishReason, usage: Usage | null) {
     const now = performance.now();
-    const first = this.firstOutput() ?? this.firstOutputAt ?? now;
+    const first = this.firstOutput() ?? now;
     return {
       done: true,
       // Ollama reports 'stop' when a model calls tools.
